@@ -1,0 +1,204 @@
+"""The event log contract: every event kind the emulator writes, and its fields.
+
+Every actor (broker, producer, consumer host, coordinator, orchestrator) records
+what it does as events. Events are written as self-delimiting msgpack maps (see
+:mod:`emulator.eventlog`), one map per event, with ``None`` fields left out.
+Analysis derives its Spark schema from :data:`FIELDS` (never a copy), so adding
+a field here adds a column there.
+
+Time is carried three ways (architecture.md, "The event log is the contract"):
+
+* ``t_emu_ms``: emulated Kafka time in milliseconds since the run started; the
+  run's ``time_scale`` maps it to wall time. All protocol durations are in
+  these units (``session.timeout.ms`` ...).
+* ``ts_wall``: wall-clock seconds since the epoch on the emitting node, for
+  cross-node alignment (skew is bounded by the manifest's clock offsets).
+* ``ts_mono``: the emitting process's monotonic clock in seconds, for
+  ordering within one process.
+
+Offsets are carried as half-open ranges ``[offset_start, offset_end)``: one
+event per batch, never one per message.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+SCHEMA_VERSION: Final = 1
+
+FieldType = Literal["string", "long", "double", "boolean"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of the event table.
+
+    Attributes:
+        name: the msgpack key and the Spark column name.
+        type: the Spark type name (``string``, ``long``, ``double``, ``boolean``).
+        doc: what the field means.
+    """
+
+    name: str
+    type: FieldType
+    doc: str
+
+
+FIELDS: Final[tuple[Field, ...]] = (
+    Field("v", "long", "schema version of the record (SCHEMA_VERSION)"),
+    Field("seq", "long", "sequence number of the record within its file, from 0"),
+    Field("kind", "string", "the event kind, an EventKind value"),
+    Field("t_emu_ms", "double", "emulated Kafka time in ms since the run started"),
+    Field("ts_wall", "double", "wall-clock seconds since the epoch on the emitting node"),
+    Field("ts_mono", "double", "monotonic seconds of the emitting process"),
+    Field("run_id", "string", "the run this event belongs to"),
+    Field("protocol", "string", "zookeeper | classic-eager | classic-cooperative | consumer"),
+    Field("node", "string", "host name or Ray node id of the emitting process"),
+    Field("actor", "string", "emitting actor, e.g. broker-1, host-0, producer-0, orchestrator"),
+    Field("group", "string", "consumer group id"),
+    Field("member", "string", "emulated member name from the scenario (c-0, c-1, ...)"),
+    Field("member_id", "string", "protocol-level id (legacy consumer id, member id)"),
+    Field("thread_id", "string", "legacy consumer thread id <consumerId>-<i>"),
+    Field("generation", "long", "generation, epoch or rebalance number, per protocol"),
+    Field("attempt", "long", "legacy rebalance attempt index from 0"),
+    Field("broker", "long", "broker id"),
+    Field("topic", "string", "topic name"),
+    Field("partition", "long", "partition number"),
+    Field("offset_start", "long", "first offset of a batch (inclusive)"),
+    Field("offset_end", "long", "end of a batch (exclusive)"),
+    Field("count", "long", "a count: messages, partitions, operations"),
+    Field("duration_ms", "double", "a duration in emulated ms"),
+    Field("reason", "string", "why: a trigger, an error name, a fault kind"),
+    Field("state", "string", "a state name (session state, group state, consumer state)"),
+    Field("session_id", "string", "ZooKeeper session id as hex"),
+    Field("zk_reads", "long", "ZooKeeper reads (get, getChildren, exists) in the step"),
+    Field("zk_writes", "long", "ZooKeeper writes (create, set, delete) in the step"),
+    Field("zk_watches", "long", "ZooKeeper watch notifications in the step"),
+    Field("partitions", "string", "a partition list as 'topic:p,topic:p'"),
+    Field("detail", "string", "free text or JSON for anything else"),
+)
+
+FIELD_NAMES: Final[frozenset[str]] = frozenset(f.name for f in FIELDS)
+FIELD_TYPES: Final[Mapping[str, FieldType]] = {f.name: f.type for f in FIELDS}
+
+# Fields every event carries, stamped by the writer.
+ENVELOPE: Final = ("v", "seq", "kind", "t_emu_ms", "ts_wall", "ts_mono", "run_id", "node", "actor")
+
+
+class EventKind(enum.StrEnum):
+    """Every event kind, grouped by who emits it."""
+
+    # orchestrator
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+    ACTION_APPLIED = "action_applied"  # a timeline action: reason = join|leave|crash
+    # brokers and producers
+    BROKER_STARTED = "broker_started"
+    BROKER_STOPPED = "broker_stopped"
+    PRODUCED = "produced"  # topic, partition, offset_start, offset_end, broker
+    # ZooKeeper sessions (any client)
+    ZK_SESSION_STATE = "zk_session_state"  # state = CONNECTED | SUSPENDED | LOST; session_id
+    ZK_SESSION_EXPIRED = "zk_session_expired"  # a new session replaced an expired one
+    WATCH_FIRED = "watch_fired"  # reason = the watched path kind; zk_watches = 1
+    # legacy consumer lifecycle
+    CONSUMER_STARTED = "consumer_started"
+    CONSUMER_REGISTERED = "consumer_registered"  # the /ids ephemeral exists
+    CONSUMER_STOPPED = "consumer_stopped"  # graceful shutdown
+    CONSUMER_CRASHED = "consumer_crashed"  # killed without goodbye
+    # legacy rebalance steps (A5)
+    REBALANCE_TRIGGERED = "rebalance_triggered"  # reason = start | ids_changed | topic_changed | new_session
+    REBALANCE_STARTED = "rebalance_started"  # one syncedRebalance begins; count = coalesced triggers
+    ATTEMPT_STARTED = "attempt_started"  # attempt
+    FETCHERS_STOPPED = "fetchers_stopped"
+    OFFSETS_COMMITTED = "offsets_committed"  # topic, partition, offset_end = committed offset
+    OWNERSHIP_RELEASED = "ownership_released"  # topic, partition: owner znode deleted (release/rollback)
+    ASSIGNMENT_COMPUTED = "assignment_computed"  # partitions = my share; count
+    OWNERSHIP_CLAIMED = "ownership_claimed"  # topic, partition, thread_id: owner znode created
+    CLAIM_CONFLICT = "claim_conflict"  # topic, partition: NodeExists; detail = current holder
+    ATTEMPT_FINISHED = "attempt_finished"  # attempt, reason = ok | conflict | error:<name>; zk_*
+    REBALANCE_BACKOFF = "rebalance_backoff"  # duration_ms = rebalance.backoff.ms
+    REBALANCE_COMPLETED = "rebalance_completed"  # count = partitions owned; attempt
+    REBALANCE_FAILED = "rebalance_failed"  # "can't rebalance after N retries"; owns nothing
+    FETCHING_STARTED = "fetching_started"  # topic, partition, offset_start = fetch position
+    # data path
+    FETCHED = "fetched"  # topic, partition, offset range
+    PROCESSED = "processed"  # topic, partition, offset range, member
+    FAULT_INJECTED = "fault_injected"  # reason = fault kind
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """The fields an event kind must carry beyond the envelope."""
+
+    required: tuple[str, ...] = ()
+
+
+SPECS: Final[Mapping[EventKind, EventSpec]] = {
+    EventKind.PRODUCED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
+    EventKind.ZK_SESSION_STATE: EventSpec(("state",)),
+    EventKind.OFFSETS_COMMITTED: EventSpec(("topic", "partition", "offset_end")),
+    EventKind.OWNERSHIP_RELEASED: EventSpec(("topic", "partition")),
+    EventKind.OWNERSHIP_CLAIMED: EventSpec(("topic", "partition")),
+    EventKind.CLAIM_CONFLICT: EventSpec(("topic", "partition")),
+    EventKind.ATTEMPT_STARTED: EventSpec(("attempt",)),
+    EventKind.ATTEMPT_FINISHED: EventSpec(("attempt", "reason")),
+    EventKind.FETCHING_STARTED: EventSpec(("topic", "partition", "offset_start")),
+    EventKind.FETCHED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
+    EventKind.PROCESSED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
+    EventKind.ACTION_APPLIED: EventSpec(("reason",)),
+    EventKind.FAULT_INJECTED: EventSpec(("reason",)),
+}
+
+Event = dict[str, object]
+
+
+class EventError(ValueError):
+    """An event that does not match the schema."""
+
+
+def validate_event(event: Mapping[str, object]) -> None:
+    """Check one event against the schema.
+
+    Args:
+        event: the record, as written (``None`` fields may be absent).
+
+    Raises:
+        EventError: unknown field, wrong type, unknown kind, or a missing
+            required field; the message names the field.
+    """
+    for name, value in event.items():
+        if name not in FIELD_TYPES:
+            raise EventError(f"unknown event field {name!r}")
+        if value is None:
+            continue
+        ftype = FIELD_TYPES[name]
+        ok: bool
+        if ftype == "string":
+            ok = isinstance(value, str)
+        elif ftype == "long":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif ftype == "double":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, bool)
+        if not ok:
+            raise EventError(f"event field {name!r} must be {ftype}, got {type(value).__name__}")
+    kind = event.get("kind")
+    try:
+        ek = EventKind(str(kind))
+    except ValueError:
+        raise EventError(f"unknown event kind {kind!r}") from None
+    spec = SPECS.get(ek)
+    if spec is not None:
+        for name in spec.required:
+            if event.get(name) is None:
+                raise EventError(f"event {ek.value!r} needs field {name!r}")
+
+
+def format_partitions(partitions: object) -> str:
+    """Render an iterable of ``(topic, partition)`` pairs as ``'t:0,t:1'`` (sorted)."""
+    pairs = sorted(partitions)  # type: ignore[call-overload]
+    return ",".join(f"{t}:{p}" for t, p in pairs)
