@@ -1,0 +1,127 @@
+"""A run's end-of-run summary, computed from its event log.
+
+This is the quick look printed when ``rebalance-emu run`` ends, and the
+``counts`` of the manifest; the full analysis (invariants, metrics, plots) is
+the PySpark ``compare`` report. Offsets are handled as half-open ranges, so a
+summary of millions of messages costs no more than its batches.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+from emulator.events import EventKind
+
+TopicPartition = tuple[str, int]
+Range = tuple[int, int]
+
+
+def merge_ranges(ranges: Iterable[Range]) -> list[Range]:
+    """Merge half-open ranges into disjoint, sorted ranges."""
+    out: list[Range] = []
+    for start, end in sorted(r for r in ranges if r[1] > r[0]):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def covered(ranges: list[Range]) -> int:
+    """Total length of disjoint ranges."""
+    return sum(e - s for s, e in ranges)
+
+
+def intersect_len(a: list[Range], b: list[Range]) -> int:
+    """Length of the intersection of two disjoint sorted range lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+@dataclass
+class RunSummary:
+    """What one protocol's run did, in numbers.
+
+    Attributes:
+        rebalances: ``syncedRebalance`` runs over all consumers.
+        attempts: rebalance attempts (a failed attempt is retried).
+        conflicts: NodeExists met while claiming partitions.
+        gave_up: rebalances abandoned after ``rebalance.max.retries``.
+        produced: messages appended to the logs.
+        processed: messages processed, counting each time.
+        duplicates: messages processed more than once (extra times).
+        unprocessed: produced messages never processed.
+        events: events read.
+        partitions_unprocessed: partitions with any unprocessed message.
+    """
+
+    rebalances: int = 0
+    attempts: int = 0
+    conflicts: int = 0
+    gave_up: int = 0
+    produced: int = 0
+    processed: int = 0
+    duplicates: int = 0
+    unprocessed: int = 0
+    events: int = 0
+    partitions_unprocessed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """The summary as a JSON-able dict."""
+        return asdict(self)
+
+
+def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
+    """Compute a :class:`RunSummary` from a run's events (any order)."""
+    s = RunSummary()
+    produced: dict[TopicPartition, list[Range]] = defaultdict(list)
+    processed: dict[TopicPartition, list[Range]] = defaultdict(list)
+    for ev in events:
+        s.events += 1
+        kind = ev.get("kind")
+        if kind == EventKind.REBALANCE_STARTED:
+            s.rebalances += 1
+        elif kind == EventKind.ATTEMPT_STARTED:
+            s.attempts += 1
+        elif kind == EventKind.CLAIM_CONFLICT:
+            s.conflicts += 1
+        elif kind == EventKind.REBALANCE_FAILED:
+            s.gave_up += 1
+        elif kind in (EventKind.PRODUCED, EventKind.PROCESSED):
+            tp = (str(ev["topic"]), _int(ev["partition"]))
+            rng = (_int(ev["offset_start"]), _int(ev["offset_end"]))
+            if kind == EventKind.PRODUCED:
+                produced[tp].append(rng)
+                s.produced += rng[1] - rng[0]
+            else:
+                processed[tp].append(rng)
+                s.processed += rng[1] - rng[0]
+    unique_processed = 0
+    for tp in sorted(set(produced) | set(processed)):
+        prod = merge_ranges(produced.get(tp, []))
+        proc = merge_ranges(processed.get(tp, []))
+        unique_processed += covered(proc)
+        missing = covered(prod) - intersect_len(prod, proc)
+        if missing > 0:
+            s.unprocessed += missing
+            s.partitions_unprocessed.append(f"{tp[0]}:{tp[1]}")
+    s.duplicates = s.processed - unique_processed
+    return s
+
+
+def _int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"expected an integer, got {v!r}")
+    return v

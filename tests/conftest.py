@@ -1,0 +1,11 @@
+"""Shared pytest configuration.
+
+Fixture modules live beside this file and are loaded as plugins; add yours to
+``pytest_plugins`` (e.g. ``"tests.ray_fixtures"``) rather than defining fixtures here.
+"""
+
+from __future__ import annotations
+
+pytest_plugins = [
+    "tests.zk_fixtures",  # zk_server, zk_connect, zk_client, zk_ensemble(_session), ...
+]
