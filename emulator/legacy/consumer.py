@@ -1,0 +1,655 @@
+"""The Kafka 0.8.2 ZooKeeper-coordinated consumer as a sans-I/O state machine.
+
+This is ``ZookeeperConsumerConnector`` (K@0.8.2.2, kafka-protocols.md A4-A5)
+without its I/O: the machine is fed events (start, a watch firing, a new
+ZooKeeper session, the result of a ZooKeeper request, the passing of time) and
+returns :mod:`requests and effects <emulator.legacy.messages>`. A driver does
+the ZooKeeper work and the fetching; unit tests drive it on a fake clock.
+
+What it reproduces, step by step:
+
+* **Triggers (A4).** Watch callbacks only set ``isWatcherTriggered``; one
+  watcher-executor runs a single ``syncedRebalance`` for any number of
+  coalesced events, and runs again if more arrived meanwhile. Start-up and
+  ``handleNewSession`` call ``syncedRebalance`` directly. All of them
+  serialize on ``rebalanceLock``.
+* **syncedRebalance (A5).** Up to ``rebalance.max.retries`` attempts. Each
+  attempt reads the cluster, then ``rebalance``: read my topic count and the
+  brokers; stop fetchers and commit (auto-commit on) *before* releasing;
+  release every owned partition; compute the assignment on a fresh read of the
+  group; fetch offsets; claim every assigned partition with an ephemeral
+  create. Any NodeExists rolls back all of this attempt's claims. A failed
+  attempt stops fetchers, commits again and sleeps ``rebalance.backoff.ms``
+  (after the last attempt too). After the last failure the consumer gives up
+  ("can't rebalance after N retries") and owns nothing until the next event.
+* **Session expiry.** ``handleStateChanged`` is a no-op: a disconnected
+  consumer keeps fetching. ``handleNewSession`` clears the partition registry
+  (its owner nodes are gone with the old session) without stopping the
+  fetchers, re-registers at once (outside ``rebalanceLock``, so a rebalance
+  in flight finds its ids znode again), then rebalances under the lock. This
+  is the zombie window.
+* **Commits.** Only offsets that changed since the last checkpoint are
+  written (``checkpointedZkOffsets``); auto-commit runs at a fixed period of
+  ``auto.commit.interval.ms`` beside the rebalances.
+
+Emulator choice (not Kafka): the data path reports a partition's consumed
+offset when a batch has been processed. Kafka 0.8 advances it per message as
+the iterator hands the message out, a one-message window the emulator does
+not model; the emulator errs towards duplicates, never loss.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+
+from emulator.events import EventKind, format_partitions
+from emulator.legacy.assignors import range_assign, roundrobin_assign, strategy_from_config
+from emulator.legacy.config import LegacyConsumerConfig
+from emulator.legacy.messages import (
+    ClaimOwnership,
+    ClaimResult,
+    CloseSession,
+    CommitOffsets,
+    Effect,
+    Emit,
+    FetchOffsets,
+    GroupView,
+    IoResult,
+    Output,
+    ReadAssignmentContext,
+    ReadCluster,
+    ReadRebalanceContext,
+    RebalanceContext,
+    RegisterConsumer,
+    ReleaseOwnership,
+    Request,
+    Sleep,
+    StartFetchers,
+    StopFetchers,
+    TopicPartition,
+    WatchBrokers,
+)
+
+# A protocol procedure: yields effects and requests, is sent the result of
+# each request (``None`` after an effect).
+Proc = Generator[Output, IoResult | None, bool]
+
+
+class ConsumerState(enum.StrEnum):
+    """Where the consumer is, as a person reading its log would say it."""
+
+    NEW = "new"
+    REGISTERING = "registering"
+    REBALANCING = "rebalancing"
+    BACKOFF = "backoff"
+    STABLE = "stable"  # the last syncedRebalance succeeded
+    GAVE_UP = "gave_up"  # the last syncedRebalance failed: owns nothing
+    SHUTTING_DOWN = "shutting_down"
+    CLOSED = "closed"
+
+
+class RebalanceFailed(Exception):
+    """An attempt failed with a ZooKeeper error or a broken view (Kafka logs it at info)."""
+
+
+@dataclass
+class ConsumerStats:
+    """Running counters, for live progress; the event log is the record."""
+
+    rebalances: int = 0
+    attempts: int = 0
+    conflicts: int = 0
+    gave_up: int = 0
+    commits: int = 0
+    zk_reads: int = 0
+    zk_writes: int = 0
+    watch_events: int = 0
+
+
+@dataclass
+class _Channel:
+    """One thread of control: the rebalance lock holder, the auto-committer, or shutdown."""
+
+    name: str
+    proc: Proc | None = None
+    waiting_rid: int | None = None
+    sleep_until: float | None = None
+    on_done: list[object] = field(default_factory=list)
+
+
+class LegacyConsumer:
+    """One legacy high-level consumer (one ``ZookeeperConsumerConnector``).
+
+    Args:
+        member: the scenario's name for it (``c-0``), for events.
+        consumer_id: the A2 consumer id (``<group>_<host>-<ms>-<hex>``).
+        group: ``group.id``.
+        subscription: ``{topic: numStreams}`` (``createMessageStreams``).
+        config: the Kafka settings.
+    """
+
+    def __init__(
+        self,
+        *,
+        member: str,
+        consumer_id: str,
+        group: str,
+        subscription: Mapping[str, int],
+        config: LegacyConsumerConfig,
+    ) -> None:
+        if not subscription or any(n < 1 for n in subscription.values()):
+            raise ValueError("a consumer subscribes to at least one topic with >= 1 stream")
+        self.member = member
+        self.consumer_id = consumer_id
+        self.group = group
+        self.subscription = dict(subscription)
+        self.config = config
+        self.state = ConsumerState.NEW
+        self.stats = ConsumerStats()
+        # topicRegistry: partition -> thread id, and what the fetchers run.
+        self.owned: dict[TopicPartition, str] = {}
+        self.fetching: dict[TopicPartition, str] = {}
+        self._consumed: dict[TopicPartition, int] = {}
+        self._checkpointed: dict[TopicPartition, int | None] = {}
+        self._now = 0.0
+        self._rid = 0
+        self._shutting_down = False
+        self._watcher_triggered = False
+        self._trigger_reasons: list[str] = []
+        self._executor_busy = False
+        self._lock_jobs: deque[tuple[str, str]] = deque()  # (job, reason)
+        self._lock = _Channel("lock")
+        self._autocommit = _Channel("autocommit")
+        self._shutdown = _Channel("shutdown")
+        # zkclient's event thread running handleNewSession's registration,
+        # which Kafka does outside rebalanceLock.
+        self._session = _Channel("session")
+        self._channels = (self._lock, self._autocommit, self._shutdown, self._session)
+        self._next_autocommit: float | None = None
+        self._attempt_reads = 0
+        self._attempt_writes = 0
+
+    # ------------------------------------------------------------------ inputs
+
+    def start(self, now: float) -> list[Output]:
+        """``createMessageStreams``: register, subscribe the watches, rebalance.
+
+        The driver subscribes the child watch on ``/consumers/<g>/ids`` and the
+        data watches on ``/brokers/topics/<t>`` when it performs the
+        :class:`RegisterConsumer` request.
+        """
+        if self.state is not ConsumerState.NEW:
+            raise RuntimeError(f"consumer {self.member} already started")
+        self._now = now
+        self.state = ConsumerState.REGISTERING
+        if self.config.auto_commit_enable:
+            self._next_autocommit = now + self.config.auto_commit_interval_ms
+        out: list[Output] = [self._emit(EventKind.CONSUMER_STARTED)]
+        self._lock_jobs.append(("register_and_rebalance", "start"))
+        out.extend(self._pump_lock())
+        return out
+
+    def watch_fired(self, now: float, source: str) -> list[Output]:
+        """A watched znode changed: ``ids`` (group membership), ``topic:<t>`` or ``brokers``.
+
+        Only sets ``isWatcherTriggered`` and wakes the executor, as
+        ``ZKRebalancerListener.rebalanceEventTriggered`` does.
+        """
+        self._now = now
+        self.stats.watch_events += 1
+        if self._shutting_down or self.state is ConsumerState.CLOSED:
+            return []
+        out: list[Output] = [self._emit(EventKind.REBALANCE_TRIGGERED, reason=source)]
+        self._watcher_triggered = True
+        self._trigger_reasons.append(source)
+        out.extend(self._wake_executor())
+        return out
+
+    def new_session(self, now: float) -> list[Output]:
+        """``ZKSessionExpireListener.handleNewSession`` after the old session expired.
+
+        Clears the registry without stopping the fetchers (``resetState``) and
+        re-registers at once, *outside* ``rebalanceLock`` as Kafka does, so a
+        rebalance that holds the lock meanwhile finds its ids znode again on its
+        next attempt. Then ``syncedRebalance`` runs under the lock. While the
+        registration is in flight no lock job starts: Kafka runs
+        ``handleNewSession`` on the zkclient event thread, which delivers no
+        watch event until it returns.
+        """
+        self._now = now
+        if self._shutting_down or self.state is ConsumerState.CLOSED:
+            return []
+        out: list[Output] = [self._emit(EventKind.REBALANCE_TRIGGERED, reason="new_session")]
+        self.owned.clear()
+        ch = self._session
+        if ch.proc is not None:  # the registration for an earlier session is moot
+            ch.proc.close()
+        ch.proc, ch.waiting_rid, ch.sleep_until = self._handle_new_session(), None, None
+        out.extend(self._advance(ch, None))
+        return out
+
+    def consumed(self, tp: TopicPartition, next_offset: int) -> None:
+        """The data path processed a batch of ``tp`` up to ``next_offset`` (exclusive).
+
+        Progress on a partition that is no longer in the registry (a batch
+        that finished after a rebalance took the partition away) is not
+        committed, as in Kafka where it updates a dropped ``PartitionTopicInfo``.
+        """
+        if tp in self.owned:
+            self._consumed[tp] = next_offset
+
+    def complete(self, now: float, rid: int, result: IoResult) -> list[Output]:
+        """The driver's answer to request ``rid``."""
+        self._now = now
+        self.stats.zk_reads += result.reads
+        self.stats.zk_writes += result.writes
+        for ch in self._channels:
+            if ch.waiting_rid == rid:
+                ch.waiting_rid = None
+                if ch is self._lock:
+                    self._attempt_reads += result.reads
+                    self._attempt_writes += result.writes
+                return self._advance(ch, result)
+        raise KeyError(f"consumer {self.member}: no request {rid} is outstanding")
+
+    def poll(self, now: float) -> list[Output]:
+        """Let time pass: wake sleepers and run the auto-committer."""
+        self._now = now
+        out: list[Output] = []
+        for ch in self._channels:
+            if ch.sleep_until is not None and now >= ch.sleep_until:
+                ch.sleep_until = None
+                out.extend(self._advance(ch, None))
+        if (
+            self._next_autocommit is not None
+            and now >= self._next_autocommit
+            and not self._shutting_down
+        ):
+            # scheduleAtFixedRate: the next run is one period after the last due time.
+            while self._next_autocommit <= now:
+                self._next_autocommit += self.config.auto_commit_interval_ms
+            if self._autocommit.proc is None:
+                self._autocommit.proc = self._commit_proc("auto")
+                out.extend(self._advance(self._autocommit, None))
+        return out
+
+    def next_deadline(self) -> float | None:
+        """The emulated time at which :meth:`poll` has work to do, if any."""
+        times = [
+            t
+            for t in (
+                self._lock.sleep_until,
+                self._autocommit.sleep_until,
+                self._shutdown.sleep_until,
+                None if self._shutting_down else self._next_autocommit,
+            )
+            if t is not None
+        ]
+        return min(times) if times else None
+
+    def shutdown(self, now: float) -> list[Output]:
+        """Graceful ``shutdown()``: stop fetchers, commit, close the ZooKeeper session.
+
+        An in-flight rebalance is abandoned (``isShuttingDown``); the closed
+        session deletes the ids and owner znodes on the server.
+        """
+        self._now = now
+        if self._shutting_down:
+            return []
+        self._shutting_down = True
+        self.state = ConsumerState.SHUTTING_DOWN
+        self._next_autocommit = None
+        for ch in (self._lock, self._autocommit, self._session):
+            if ch.proc is not None:
+                ch.proc.close()
+            ch.proc, ch.waiting_rid, ch.sleep_until = None, None, None
+        self._lock_jobs.clear()
+        self._shutdown.proc = self._shutdown_proc()
+        return self._advance(self._shutdown, None)
+
+    @property
+    def outstanding(self) -> list[int]:
+        """Request ids the driver still owes an answer to."""
+        return [
+            ch.waiting_rid
+            for ch in self._channels
+            if ch.waiting_rid is not None
+        ]
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _next_rid(self) -> int:
+        self._rid += 1
+        return self._rid
+
+    def _emit(self, kind: EventKind, **fields: object) -> Emit:
+        base: dict[str, object] = {
+            "group": self.group,
+            "member": self.member,
+            "member_id": self.consumer_id,
+        }
+        base.update(fields)
+        return Emit(kind, base)
+
+    def _advance(self, ch: _Channel, value: IoResult | None) -> list[Output]:
+        """Run a channel's procedure until it waits on a request or ends."""
+        out: list[Output] = []
+        proc = ch.proc
+        if proc is None:
+            return out
+        while True:
+            try:
+                item = proc.send(value)
+            except StopIteration:
+                ch.proc = None
+                out.extend(self._channel_done(ch))
+                return out
+            if isinstance(item, Effect):
+                out.append(item)
+                value = None
+                continue
+            if isinstance(item, Sleep):
+                ch.sleep_until = item.until_ms
+                return out
+            assert isinstance(item, Request)
+            ch.waiting_rid = item.rid
+            out.append(item)
+            return out
+
+    def _channel_done(self, ch: _Channel) -> list[Output]:
+        if ch is self._lock or ch is self._session:
+            return self._pump_lock()
+        if ch is self._shutdown:
+            self.state = ConsumerState.CLOSED
+        return []
+
+    def _wake_executor(self) -> list[Output]:
+        """The watcher executor takes the trigger flag if it is free."""
+        if self._watcher_triggered and not self._executor_busy:
+            self._watcher_triggered = False
+            reasons = self._trigger_reasons
+            self._trigger_reasons = []
+            self._executor_busy = True
+            self._lock_jobs.append(("executor_rebalance", ",".join(sorted(set(reasons)))))
+            return self._pump_lock()
+        return []
+
+    def _pump_lock(self) -> list[Output]:
+        """Start the next job waiting for ``rebalanceLock`` if the lock is free."""
+        if self._lock.proc is not None or self._session.proc is not None or self._shutting_down:
+            return []
+        if not self._lock_jobs:
+            return []
+        job, reason = self._lock_jobs.popleft()
+        if job == "register_and_rebalance":
+            self._lock.proc = self._register_and_rebalance(reason)
+        elif job == "synced_rebalance":
+            self._lock.proc = self._synced_rebalance(reason)
+        else:
+            self._lock.proc = self._executor_job(reason)
+        return self._advance(self._lock, None)
+
+    # -------------------------------------------------------------- procedures
+
+    def _executor_job(self, reason: str) -> Proc:
+        yield from self._synced_rebalance(reason)
+        self._executor_busy = False
+        # The executor loops: more events may have been coalesced meanwhile.
+        if self._watcher_triggered:
+            self._watcher_triggered = False
+            reasons = self._trigger_reasons
+            self._trigger_reasons = []
+            self._executor_busy = True
+            self._lock_jobs.append(("executor_rebalance", ",".join(sorted(set(reasons)))))
+        return True
+
+    def _register_and_rebalance(self, reason: str) -> Proc:
+        self.state = ConsumerState.REGISTERING
+        res = yield RegisterConsumer(self._next_rid(), self.subscription, int(self._now))
+        assert res is not None
+        if res.error is not None:
+            # Kafka lets the exception escape (createMessageStreams or the
+            # zkclient event thread); the consumer is left unregistered.
+            yield self._emit(EventKind.REBALANCE_FAILED, reason=f"register:{res.error}")
+            self.state = ConsumerState.GAVE_UP
+            return False
+        yield self._emit(EventKind.CONSUMER_REGISTERED, reason=reason)
+        ok = yield from self._synced_rebalance(reason)
+        return ok
+
+    def _handle_new_session(self) -> Proc:
+        """``handleNewSession`` after ``resetState``: register, then queue ``syncedRebalance``."""
+        if self._lock.proc is None:
+            self.state = ConsumerState.REGISTERING
+        res = yield RegisterConsumer(self._next_rid(), self.subscription, int(self._now))
+        assert res is not None
+        if res.error is not None:
+            # The exception escapes to zkclient; no syncedRebalance follows.
+            yield self._emit(EventKind.REBALANCE_FAILED, reason=f"register:{res.error}")
+            if self._lock.proc is None:
+                self.state = ConsumerState.GAVE_UP
+            return False
+        yield self._emit(EventKind.CONSUMER_REGISTERED, reason="new_session")
+        # Ahead of any watcher-executor job: the event thread runs this
+        # syncedRebalance before it delivers the events queued behind it.
+        self._lock_jobs.appendleft(("synced_rebalance", "new_session"))
+        return True
+
+    def _synced_rebalance(self, reason: str) -> Proc:
+        """``syncedRebalance``: bounded attempts with a fixed back-off."""
+        if self._shutting_down:
+            return False
+        self.stats.rebalances += 1
+        self.state = ConsumerState.REBALANCING
+        yield self._emit(EventKind.REBALANCE_STARTED, reason=reason)
+        retries = self.config.rebalance_max_retries
+        for attempt in range(retries):
+            self.stats.attempts += 1
+            self.state = ConsumerState.REBALANCING
+            self._attempt_reads = self._attempt_writes = 0
+            started = self._now
+            yield self._emit(EventKind.ATTEMPT_STARTED, attempt=attempt)
+            outcome = "ok"
+            try:
+                res = yield ReadCluster(self._next_rid())
+                self._raise_on_error(res)
+                done = yield from self._rebalance(attempt)
+                if not done:
+                    outcome = "conflict"
+            except RebalanceFailed as exc:
+                done = False
+                outcome = f"error:{exc}"
+            yield self._emit(
+                EventKind.ATTEMPT_FINISHED,
+                attempt=attempt,
+                reason=outcome,
+                zk_reads=self._attempt_reads,
+                zk_writes=self._attempt_writes,
+                duration_ms=self._now - started,
+            )
+            if done:
+                self.state = ConsumerState.STABLE
+                yield self._emit(
+                    EventKind.REBALANCE_COMPLETED,
+                    attempt=attempt,
+                    count=len(self.owned),
+                    partitions=format_partitions(self.owned),
+                )
+                return True
+            # closeFetchersForQueues: stop fetchers, clear queues, commit again.
+            yield from self._stop_fetchers()
+            if self.config.auto_commit_enable:
+                yield from self._commit_proc("after_failed_attempt")
+            self.state = ConsumerState.BACKOFF
+            backoff = self.config.rebalance_backoff_ms
+            yield self._emit(EventKind.REBALANCE_BACKOFF, attempt=attempt, duration_ms=backoff)
+            yield Sleep(self._next_rid(), self._now + backoff)
+        self.stats.gave_up += 1
+        self.state = ConsumerState.GAVE_UP
+        yield self._emit(
+            EventKind.REBALANCE_FAILED,
+            reason=f"{self.consumer_id} can't rebalance after {retries} retries",
+            count=len(self.owned),
+        )
+        return False
+
+    def _rebalance(self, attempt: int) -> Proc:
+        """``rebalance(cluster)``: one attempt; True when every claim succeeded."""
+        res = yield ReadRebalanceContext(self._next_rid())
+        self._raise_on_error(res)
+        assert res is not None and isinstance(res.value, RebalanceContext)
+        ctx = res.value
+        if not ctx.brokers:
+            # "no brokers found when trying to rebalance": watch /brokers/ids, succeed.
+            res = yield WatchBrokers(self._next_rid())
+            self._raise_on_error(res)
+            return True
+        # (b) stop fetchers and commit before releasing.
+        yield from self._stop_fetchers()
+        if self.config.auto_commit_enable:
+            yield from self._commit_proc("rebalance")
+        # (c) release ownership.
+        released = tuple(sorted(self.owned))
+        if released:
+            res = yield ReleaseOwnership(self._next_rid(), released)
+            self._raise_on_error(res)
+            for t, p in released:
+                yield self._emit(
+                    EventKind.OWNERSHIP_RELEASED, topic=t, partition=p, reason="release",
+                    thread_id=self.owned.get((t, p)),
+                )
+        self.owned.clear()
+        # (d) compute the assignment from a fresh read.
+        topics = tuple(sorted(ctx.my_subscription))
+        res = yield ReadAssignmentContext(self._next_rid(), topics)
+        self._raise_on_error(res)
+        assert res is not None and isinstance(res.value, GroupView)
+        decision = self._assign(res.value, ctx.my_subscription)
+        yield self._emit(
+            EventKind.ASSIGNMENT_COMPUTED,
+            attempt=attempt,
+            count=len(decision),
+            partitions=format_partitions(decision),
+            detail=f"members={len(res.value.consumers)}",
+        )
+        # (e) fetch offsets.
+        wanted = tuple(sorted(decision))
+        offsets: dict[TopicPartition, int | None] = {}
+        if wanted:
+            res = yield FetchOffsets(self._next_rid(), wanted)
+            self._raise_on_error(res)
+            assert res is not None and isinstance(res.value, dict)
+            offsets = res.value
+        if self._shutting_down:
+            return False
+        # (f) claim every assigned partition.
+        if decision:
+            res = yield ClaimOwnership(self._next_rid(), decision)
+            self._raise_on_error(res)
+            assert res is not None and isinstance(res.value, ClaimResult)
+            claim = res.value
+            for t, p in claim.created:
+                yield self._emit(
+                    EventKind.OWNERSHIP_CLAIMED, topic=t, partition=p,
+                    thread_id=decision[(t, p)], attempt=attempt,
+                )
+            if claim.conflicts:
+                self.stats.conflicts += len(claim.conflicts)
+                for (t, p), holder in sorted(claim.conflicts.items()):
+                    yield self._emit(
+                        EventKind.CLAIM_CONFLICT, topic=t, partition=p, attempt=attempt,
+                        thread_id=decision[(t, p)], detail=holder,
+                    )
+                if claim.created:
+                    res = yield ReleaseOwnership(self._next_rid(), claim.created, rollback=True)
+                    # As for the release in (c): no "released" events for deletes
+                    # that failed; the nodes stay ours until the session ends.
+                    self._raise_on_error(res)
+                    for t, p in claim.created:
+                        yield self._emit(
+                            EventKind.OWNERSHIP_RELEASED, topic=t, partition=p,
+                            reason="rollback", thread_id=decision[(t, p)],
+                        )
+                return False
+        # (g) swap the registry and restart the fetchers.
+        self.owned = dict(decision)
+        self._consumed = {tp: off for tp, off in offsets.items() if off is not None}
+        self._checkpointed = dict(offsets)
+        self.fetching = dict(decision)
+        positions = {tp: (decision[tp], offsets.get(tp)) for tp in wanted}
+        for (t, p), (thread, off) in positions.items():
+            yield self._emit(
+                EventKind.FETCHING_STARTED, topic=t, partition=p, thread_id=thread,
+                offset_start=-1 if off is None else off,
+            )
+        yield StartFetchers(positions)
+        return True
+
+    def _assign(
+        self, view: GroupView, my_subscription: Mapping[str, int]
+    ) -> dict[TopicPartition, str]:
+        if self.consumer_id not in view.consumers:
+            # Kafka asserts that the consumer finds its own threads in the view.
+            raise RebalanceFailed("AssertionError")
+        consumers = {cid: dict(sub) for cid, sub in view.consumers.items()}
+        consumers[self.consumer_id] = dict(my_subscription)
+        parts = {
+            t: tuple(sorted(ps)) for t, ps in view.partitions_per_topic.items()
+            if t in my_subscription
+        }
+        strategy = strategy_from_config(self.config.partition_assignment_strategy)
+        fn = roundrobin_assign if strategy == "roundrobin" else range_assign
+        try:
+            mine = fn(self.consumer_id, consumers, parts)
+        except ValueError as exc:  # roundrobin's require: IllegalArgumentException
+            raise RebalanceFailed("IllegalArgumentException") from exc
+        return {tp: str(thread) for tp, thread in mine.items()}
+
+    def _stop_fetchers(self) -> Generator[Output, IoResult | None, None]:
+        if self.fetching:
+            self.fetching = {}
+            yield StopFetchers()
+            yield self._emit(EventKind.FETCHERS_STOPPED)
+
+    def _commit_proc(self, reason: str) -> Proc:
+        """``commitOffsets``: write what changed since the last checkpoint."""
+        offsets = {
+            tp: off
+            for tp, off in self._consumed.items()
+            if tp in self.owned and self._checkpointed.get(tp) != off
+        }
+        if not offsets:
+            return True
+        res = yield CommitOffsets(self._next_rid(), offsets)
+        assert res is not None
+        written = res.value if isinstance(res.value, list) else []
+        self.stats.commits += 1
+        for tp in written:
+            self._checkpointed[tp] = offsets[tp]
+            yield self._emit(
+                EventKind.OFFSETS_COMMITTED,
+                topic=tp[0],
+                partition=tp[1],
+                offset_end=offsets[tp],
+                reason=reason,
+            )
+        return True
+
+    def _shutdown_proc(self) -> Proc:
+        yield from self._stop_fetchers()
+        if self.config.auto_commit_enable:
+            yield from self._commit_proc("shutdown")
+        yield CloseSession(self._next_rid())
+        self.owned.clear()
+        yield self._emit(EventKind.CONSUMER_STOPPED)
+        return True
+
+    @staticmethod
+    def _raise_on_error(res: IoResult | None) -> None:
+        if res is None:
+            raise RebalanceFailed("NoResult")
+        if res.error is not None:
+            raise RebalanceFailed(res.error)
