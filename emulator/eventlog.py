@@ -143,6 +143,11 @@ class EventWriter:
         self._file = None
 
     @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._file is None
+
+    @property
     def written(self) -> int:
         """Number of events emitted so far."""
         return self._seq

@@ -109,12 +109,18 @@ class EventKind(enum.StrEnum):
     CONSUMER_STOPPED = "consumer_stopped"  # graceful shutdown
     CONSUMER_CRASHED = "consumer_crashed"  # killed without goodbye
     # legacy rebalance steps (A5)
-    REBALANCE_TRIGGERED = "rebalance_triggered"  # reason = start | ids_changed | topic_changed | new_session
-    REBALANCE_STARTED = "rebalance_started"  # one syncedRebalance begins; count = coalesced triggers
+    REBALANCE_TRIGGERED = (
+        "rebalance_triggered"  # reason = start | ids_changed | topic_changed | new_session
+    )
+    REBALANCE_STARTED = (
+        "rebalance_started"  # one syncedRebalance begins; count = coalesced triggers
+    )
     ATTEMPT_STARTED = "attempt_started"  # attempt
     FETCHERS_STOPPED = "fetchers_stopped"
     OFFSETS_COMMITTED = "offsets_committed"  # topic, partition, offset_end = committed offset
-    OWNERSHIP_RELEASED = "ownership_released"  # topic, partition: owner znode deleted (release/rollback)
+    OWNERSHIP_RELEASED = (
+        "ownership_released"  # topic, partition: owner znode deleted (release/rollback)
+    )
     ASSIGNMENT_COMPUTED = "assignment_computed"  # partitions = my share; count
     OWNERSHIP_CLAIMED = "ownership_claimed"  # topic, partition, thread_id: owner znode created
     CLAIM_CONFLICT = "claim_conflict"  # topic, partition: NodeExists; detail = current holder
@@ -124,7 +130,6 @@ class EventKind(enum.StrEnum):
     REBALANCE_FAILED = "rebalance_failed"  # "can't rebalance after N retries"; owns nothing
     FETCHING_STARTED = "fetching_started"  # topic, partition, offset_start = fetch position
     # data path
-    FETCHED = "fetched"  # topic, partition, offset range
     PROCESSED = "processed"  # topic, partition, offset range, member
     FAULT_INJECTED = "fault_injected"  # reason = fault kind
 
@@ -146,7 +151,6 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.ATTEMPT_STARTED: EventSpec(("attempt",)),
     EventKind.ATTEMPT_FINISHED: EventSpec(("attempt", "reason")),
     EventKind.FETCHING_STARTED: EventSpec(("topic", "partition", "offset_start")),
-    EventKind.FETCHED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
     EventKind.PROCESSED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
     EventKind.ACTION_APPLIED: EventSpec(("reason",)),
     EventKind.FAULT_INJECTED: EventSpec(("reason",)),

@@ -1,0 +1,66 @@
+"""What every actor of one run needs to know, passed by value to each of them."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulator.clock import ScaledClock
+from emulator.eventlog import EventWriter
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The shared, immutable facts of one protocol's run.
+
+    Attributes:
+        run_id: unique id of the run (all protocols of one ``run`` share it).
+        protocol: the protocol under test (``zookeeper`` ...).
+        events_dir: where this protocol's ``*.msgpack`` logs go.
+        time_scale: wall seconds per emulated second.
+        origin_wall: ``time.time()`` at emulated time 0.
+        zk_connect: ZooKeeper connect string *with* the run's chroot.
+        zk_hosts: the ensemble members' ``host:port`` (no chroot), for proxies.
+        seed: the scenario's seed.
+        group: the consumer group id.
+        kafka: the scenario's Kafka configs by Kafka name.
+        leaders: ``(topic, partition) -> leader broker id``.
+        processing_ms_per_message: emulated processing cost.
+        validate_events: check every event against the schema (tests).
+    """
+
+    run_id: str
+    protocol: str
+    events_dir: str
+    time_scale: float
+    origin_wall: float
+    zk_connect: str
+    zk_hosts: tuple[str, ...]
+    seed: int
+    group: str
+    kafka: dict[str, object] = field(default_factory=dict)
+    leaders: dict[tuple[str, int], int] = field(default_factory=dict)
+    processing_ms_per_message: float = 1.0
+    validate_events: bool = False
+
+    def clock(self) -> ScaledClock:
+        """This run's emulated clock."""
+        return ScaledClock(self.time_scale, self.origin_wall)
+
+    def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
+        """An event writer for one actor, in this run's events directory."""
+        c = clock or self.clock()
+        return EventWriter(
+            Path(self.events_dir) / f"{actor}.msgpack",
+            run_id=self.run_id,
+            node=socket.gethostname(),
+            actor=actor,
+            protocol=self.protocol,
+            emu_clock=c.now_ms,
+            validate=self.validate_events,
+        )
+
+    def scaled_s(self, kafka_ms: float) -> float:
+        """Wall seconds for a duration in Kafka milliseconds."""
+        return kafka_ms / 1000.0 * self.time_scale

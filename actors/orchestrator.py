@@ -1,0 +1,542 @@
+"""The run orchestrator: builds a run from a scenario, applies its timeline, collects logs.
+
+One :func:`run_scenario` call runs one scenario once per protocol, each under
+``<out>/<protocol>/`` with the same seed, workload and timeline, and writes
+``<out>/manifest.json`` before the first actor starts (status ``running``) and
+again at the end, so an interrupted run still says what it was.
+
+The orchestrator lives in the driver process; brokers, producers and consumer
+hosts are Ray actors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import random
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from actors.broker import BrokerActor
+from actors.consumer_host import ConsumerHostActor, MemberSpec
+from actors.context import RunContext
+from actors.producer import ProducerActor
+from emulator.eventlog import read_run_events
+from emulator.events import SCHEMA_VERSION, EventKind
+from emulator.scenario import Scenario
+from emulator.summary import RunSummary, summarize
+
+SUPPORTED_PROTOCOLS = ("zookeeper",)
+BASE_BROKER_PORT = 9092
+
+
+class RunError(RuntimeError):
+    """A run could not be set up or carried out; ``str()`` is one line."""
+
+
+@dataclass
+class ProtocolResult:
+    """One protocol's outcome."""
+
+    protocol: str
+    status: str
+    summary: RunSummary
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+Status = Callable[[dict[str, Any]], None]
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "event_schema": str(SCHEMA_VERSION)}
+    for mod in ("ray", "kazoo", "msgpack", "pyspark", "pyarrow"):
+        with contextlib.suppress(Exception):
+            m = __import__(mod)
+            out[mod] = str(getattr(m, "__version__", "?"))
+    with contextlib.suppress(Exception):
+        from importlib.metadata import version
+
+        out["kafka-rebalance-emulator"] = version("kafka-rebalance-emulator")
+    return out
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest atomically (a crash leaves the old one, never half of one)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+
+
+def ensure_ray(address: str | None) -> None:
+    """Start or join Ray once for this process."""
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "configure_logging": False,
+    }
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs["num_cpus"] = max(2, (__import__("os").cpu_count() or 2))
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:
+        raise RunError(
+            f"cannot start or reach Ray{' at ' + address if address else ''}: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+
+
+class ProtocolRun:
+    """One protocol's run of a scenario.
+
+    Args:
+        scenario: the validated scenario.
+        protocol: the protocol to run.
+        out_dir: the run directory (``<out_dir>/<protocol>/events``).
+        run_id: the run's id.
+        zk_hosts: the ZooKeeper members' ``host:port``.
+        status: called with live counters about twice a second.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        protocol: str,
+        out_dir: Path,
+        run_id: str,
+        zk_hosts: list[str],
+        status: Status | None = None,
+        validate_events: bool = False,
+    ) -> None:
+        self.scenario = scenario
+        self.protocol = protocol
+        self.dir = out_dir / protocol
+        self.run_id = run_id
+        self.zk_hosts = zk_hosts
+        self.status = status or (lambda _s: None)
+        self.validate_events = validate_events
+        self.notes: list[str] = []
+        self.brokers: dict[int, Any] = {}
+        self.hosts: list[Any] = []
+        self.producer: Any = None
+        self.member_host: dict[str, int] = {}
+
+    # ------------------------------------------------------------- set-up
+
+    def _chroot(self) -> str:
+        return f"/rebalance-emu/{self.run_id}/{self.protocol}"
+
+    def _context(self, leaders: dict[tuple[str, int], int], origin: float) -> RunContext:
+        sc = self.scenario
+        chroot = self._chroot()
+        return RunContext(
+            run_id=self.run_id,
+            protocol=self.protocol,
+            events_dir=str(self.dir / "events"),
+            time_scale=sc.time_scale,
+            origin_wall=origin,
+            zk_connect=",".join(self.zk_hosts) + chroot,
+            zk_hosts=tuple(self.zk_hosts),
+            seed=sc.seed,
+            group=sc.group.id,
+            kafka=dict(sc.effective_kafka_config("zookeeper")),
+            leaders=leaders,
+            processing_ms_per_message=sc.group.processing_ms_per_message,
+            validate_events=self.validate_events,
+        )
+
+    def _create_topics(self, zk_hosts: str, chroot: str) -> dict[tuple[str, int], int]:
+        """The admin and controller steps: topic znodes and initial partition states."""
+        import asyncio
+
+        from zk_registry.brokers import (
+            create_partition_states,
+            create_topic,
+            setup_common_paths,
+        )
+        from zk_registry.client import ZkClient
+
+        sc = self.scenario
+        rng = random.Random(sc.seed)
+        broker_ids = list(range(sc.cluster.brokers))
+
+        async def go() -> dict[tuple[str, int], int]:
+            root = ZkClient(zk_hosts, 10.0)
+            await root.start_async()
+            try:
+                await root.create_persistent_recursive(chroot)
+            finally:
+                await root.stop_async()
+            zk = ZkClient(zk_hosts, 10.0, chroot=chroot)
+            await zk.start_async()
+            leaders: dict[tuple[str, int], int] = {}
+            try:
+                await setup_common_paths(zk)
+                for topic in sc.topics:
+                    assignment = await create_topic(
+                        zk,
+                        topic.name,
+                        topic.partitions,
+                        topic.replication_factor,
+                        rng,
+                        broker_ids=broker_ids,
+                    )
+                    states = await create_partition_states(
+                        zk, topic.name, assignment, broker_ids, controller_epoch=1
+                    )
+                    for p, st in states.items():
+                        leaders[(topic.name, p)] = st.leader
+            finally:
+                await zk.stop_async()
+            return leaders
+
+        return asyncio.run(go())
+
+    def _consumer_id(self, name: str, origin: float, at_s: float) -> str:
+        from zk_registry.layout import make_consumer_id
+
+        rng = random.Random(f"{self.scenario.seed}/{name}")
+        return make_consumer_id(
+            self.scenario.group.id,
+            socket.gethostname(),
+            int(origin * 1000 + at_s * 1000),
+            f"{rng.getrandbits(64):016x}",
+        )
+
+    # ---------------------------------------------------------------- run
+
+    def run(self) -> ProtocolResult:
+        """Run the scenario under this protocol; always tears down what it started."""
+        sc = self.scenario
+        wall0 = time.monotonic()
+        status = "failed"
+        try:
+            self._run()
+            status = "completed"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            self._teardown()
+            summary = summarize(read_run_events(self.dir / "events"))
+            self.result = ProtocolResult(
+                self.protocol, status, summary, time.monotonic() - wall0, self.notes
+            )
+        del sc
+        return self.result
+
+    def _run(self) -> None:
+        sc = self.scenario
+        (self.dir / "events").mkdir(parents=True, exist_ok=True)
+        # Emulated time 0 is a little ahead, so every actor is up by then.
+        leaders = self._create_topics(",".join(self.zk_hosts), self._chroot())
+        plan = sc.membership_plan()
+        crashers = {c.member for c in plan if c.action == "crash"}
+        members = list(sc.all_members())
+        per_host = sc.group.consumers_per_host
+        n_hosts = max(1, math.ceil(len(members) / per_host))
+        self.member_host = {m: i % n_hosts for i, m in enumerate(members)}
+        n_actors = sc.cluster.brokers + 1 + n_hosts
+        origin = time.time() + 3.0 + 0.8 * n_actors
+        ctx = self._context(leaders, origin)
+        clock = ctx.clock()
+        log = ctx.writer("orchestrator", clock)
+        try:
+            log.emit(
+                EventKind.RUN_STARTED,
+                detail=json.dumps(
+                    {"scenario": sc.name, "seed": sc.seed, "time_scale": sc.time_scale}
+                ),
+            )
+            for b in range(sc.cluster.brokers):
+                led = [tp for tp, leader in leaders.items() if leader == b]
+                self.brokers[b] = BrokerActor.options(
+                    name=f"{self.run_id}-{self.protocol}-b{b}"
+                ).remote(b, ctx, led, BASE_BROKER_PORT + b)
+            ray.get([h.start.remote() for h in self.brokers.values()], timeout=120)
+            topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
+            self.producer = ProducerActor.remote(
+                0,
+                ctx,
+                topics,
+                sc.producer.rate_per_s,
+                sc.producer.partitioner,
+                sc.producer.batch_size,
+                sc.producer.explicit_partition,
+                self.brokers,
+            )
+            self.hosts = [ConsumerHostActor.remote(i, ctx, self.brokers) for i in range(n_hosts)]
+            ray.get([h.start.remote() for h in self.hosts], timeout=120)
+            wait = clock.wall_at(0.0) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            ray.get(self.producer.start.remote(), timeout=60)
+            self._join(sc.initial_members(), origin, 0.0, crashers)
+            for change in plan:
+                self._wait_until(clock, change.at_s * 1000.0, sc)
+                log.emit(
+                    EventKind.ACTION_APPLIED,
+                    reason=change.action,
+                    member=change.member,
+                    group=sc.group.id,
+                )
+                if change.action == "join":
+                    self._join([change.member], origin, change.at_s, crashers)
+                else:
+                    host = self.hosts[self.member_host[change.member]]
+                    if change.action == "leave":
+                        ray.get(host.leave.remote(change.member), timeout=120)
+                    else:
+                        ray.get(host.crash.remote(change.member), timeout=120)
+                log.flush()
+            self._wait_until(clock, sc.duration_s * 1000.0, sc)
+            produced = ray.get(self.producer.stop.remote(), timeout=60)
+            log.emit(
+                EventKind.ACTION_APPLIED, reason="producer_stopped", count=int(produced["produced"])
+            )
+            self._drain(clock, sc)
+        finally:
+            log.emit(EventKind.RUN_FINISHED)
+            log.close()
+
+    def _join(self, names: Any, origin: float, at_s: float, crashers: set[str]) -> None:
+        sub = self.scenario.subscription()
+        by_host: dict[int, list[MemberSpec]] = {}
+        for name in names:
+            spec = MemberSpec(
+                name, self._consumer_id(name, origin, at_s), sub, use_proxy=name in crashers
+            )
+            by_host.setdefault(self.member_host[name], []).append(spec)
+        ray.get(
+            [self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()], timeout=300
+        )
+
+    def _live_stats(self) -> dict[str, Any]:
+        stats = ray.get([h.stats.remote() for h in self.hosts], timeout=60)
+        out: dict[str, Any] = {"protocol": self.protocol}
+        for key in (
+            "members",
+            "processed",
+            "rebalances",
+            "attempts",
+            "conflicts",
+            "gave_up",
+            "owned",
+        ):
+            out[key] = sum(int(s[key]) for s in stats)
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                out["produced"] = int(ray.get(self.producer.stats.remote(), timeout=10)["produced"])
+        return out
+
+    def _wait_until(self, clock: Any, emu_ms: float, sc: Scenario) -> None:
+        while True:
+            now = clock.now_ms()
+            if now >= emu_ms:
+                return
+            st = self._live_stats()
+            st.update(emu_s=now / 1000.0, duration_s=sc.duration_s, phase="running")
+            self.status(st)
+            time.sleep(min(0.5, max(0.0, clock.wall_seconds(emu_ms - now))))
+
+    def _drain(self, clock: Any, sc: Scenario) -> None:
+        """Let the consumers finish the backlog, bounded in time."""
+        ends: dict[tuple[str, int], int] = {}
+        for r in ray.get([b.log_end_offsets.remote() for b in self.brokers.values()], timeout=60):
+            ends.update(r)
+        budget = max(30.0, sc.wall_duration_s)
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            hw: dict[tuple[str, int], int] = {}
+            for r in ray.get([h.progress.remote() for h in self.hosts], timeout=60):
+                for tp, end in r.items():
+                    hw[tp] = max(hw.get(tp, 0), end)
+            behind = sum(max(0, e - hw.get(tp, 0)) for tp, e in ends.items())
+            st = self._live_stats()
+            st.update(
+                emu_s=clock.now_ms() / 1000.0,
+                duration_s=sc.duration_s,
+                phase="draining",
+                behind=behind,
+            )
+            self.status(st)
+            if behind == 0:
+                return
+            time.sleep(0.25)
+        self.notes.append(f"drain stopped after {budget:.0f} s with messages unprocessed")
+
+    def _teardown(self) -> None:
+        for h in self.hosts:
+            with contextlib.suppress(Exception):
+                ray.get(h.stop.remote(), timeout=120)
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                ray.get(self.producer.stop.remote(), timeout=30)
+        for b in self.brokers.values():
+            with contextlib.suppress(Exception):
+                ray.get(b.stop.remote(), timeout=30)
+        for a in [*self.hosts, *self.brokers.values(), self.producer]:
+            if a is not None:
+                with contextlib.suppress(Exception):
+                    ray.kill(a)
+
+
+def new_run_id(scenario: Scenario) -> str:
+    """A run id: scenario name, UTC time, and a short random suffix."""
+    return (
+        f"{scenario.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    protocols: list[str],
+    out_dir: Path,
+    *,
+    zookeeper: str | None = None,
+    ray_address: str | None = None,
+    status: Status | None = None,
+    validate_events: bool = False,
+) -> list[ProtocolResult]:
+    """Run a scenario under each protocol; write the manifest; return the results.
+
+    Args:
+        scenario: the validated scenario.
+        protocols: protocols to run, in order.
+        out_dir: the run directory.
+        zookeeper: a ZooKeeper connect string; ``None`` starts an embedded one.
+        ray_address: a Ray cluster to join; ``None`` starts a local Ray.
+        status: live-progress callback.
+        validate_events: check every event against the schema while writing.
+
+    Raises:
+        RunError: the run could not be set up (one-line message).
+    """
+    for p in protocols:
+        if p not in SUPPORTED_PROTOCOLS:
+            raise RunError(
+                f"protocol {p!r} is not built yet (supported: {', '.join(SUPPORTED_PROTOCOLS)})"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id(scenario)
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "status": "running",
+        "scenario": scenario.to_dict(),
+        "scenario_source": str(scenario.source),
+        "seed": scenario.seed,
+        "protocols": {},
+        "versions": _versions(),
+        "command": sys.argv,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": socket.gethostname(),
+        "event_log_layout": "<protocol>/events/*.msgpack",
+    }
+    mpath = out_dir / "manifest.json"
+    write_manifest(mpath, manifest)
+    ensemble: Any = None
+    results: list[ProtocolResult] = []
+    try:
+        zk_hosts, zk_info = _zookeeper(scenario, out_dir, zookeeper)
+        ensemble = zk_info.pop("_ensemble", None)
+        manifest["zookeeper"] = zk_info
+        write_manifest(mpath, manifest)
+        ensure_ray(ray_address)
+        manifest["ray"] = {"address": ray_address or "local", "nodes": len(ray.nodes())}
+        for protocol in protocols:
+            pr = ProtocolRun(scenario, protocol, out_dir, run_id, zk_hosts, status, validate_events)
+            try:
+                result = pr.run()
+            finally:
+                r = getattr(pr, "result", None)
+                if r is not None:
+                    manifest["protocols"][protocol] = {
+                        "status": r.status,
+                        "wall_s": round(r.wall_s, 2),
+                        "counts": r.summary.to_dict(),
+                        "notes": r.notes,
+                        "events_dir": f"{protocol}/events",
+                    }
+                    write_manifest(mpath, manifest)
+            results.append(result)
+        manifest["status"] = (
+            "completed" if all(r.status == "completed" for r in results) else "failed"
+        )
+    except KeyboardInterrupt:
+        manifest["status"] = "interrupted"
+        raise
+    except RunError as exc:
+        manifest["status"] = "failed"
+        manifest["error"] = str(exc)
+        raise
+    except Exception as exc:
+        manifest["status"] = "failed"
+        manifest["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise
+    finally:
+        manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_manifest(mpath, manifest)
+        if ensemble is not None:
+            with contextlib.suppress(Exception):
+                ensemble.stop()
+    return results
+
+
+def _zookeeper(
+    scenario: Scenario, out_dir: Path, connect: str | None
+) -> tuple[list[str], dict[str, Any]]:
+    """Start the embedded ensemble, or check a given one; return hosts and manifest info."""
+    from zk_registry.server import ZooKeeperEnsemble, ZooKeeperError, tick_time_for
+
+    session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
+    if connect:
+        hosts = [h.strip() for h in connect.split("/")[0].split(",") if h.strip()]
+        if not hosts:
+            raise RunError(f"--zookeeper {connect!r}: no host:port in the connect string")
+        _check_reachable(hosts, connect)
+        return hosts, {
+            "connect": connect,
+            "embedded": False,
+            "scaled_session_timeout_ms": session_ms * scenario.time_scale,
+        }
+    tick = tick_time_for(session_ms, scenario.time_scale)
+    ens = ZooKeeperEnsemble(scenario.cluster.zookeeper_ensemble, out_dir / "zk", tick)
+    try:
+        ens.start()
+    except ZooKeeperError as exc:
+        raise RunError(f"embedded ZooKeeper did not start: {str(exc).splitlines()[0]}") from None
+    return list(ens.hosts), {
+        "connect": ens.connect_string,
+        "embedded": True,
+        "members": ens.size,
+        "tick_time_ms": tick,
+        "scaled_session_timeout_ms": session_ms * scenario.time_scale,
+        "_ensemble": ens,
+    }
+
+
+def _check_reachable(hosts: list[str], connect: str) -> None:
+    for h in hosts:
+        host, _, port = h.rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0):
+                return
+        except (OSError, ValueError):
+            continue
+    raise RunError(
+        f"ZooKeeper at {connect!r} is unreachable (no member answered on {', '.join(hosts)})"
+    )

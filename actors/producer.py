@@ -1,0 +1,171 @@
+"""Producer actors: messages at a configured rate, partitioned as configured.
+
+Each tick the producer works out how many messages are due at
+``rate_per_s`` (emulated seconds), partitions them, and sends one produce
+call per leader broker. Partitioners: ``round-robin`` (cycle the
+partitions), ``key-hash`` (Kafka 0.8 ``DefaultPartitioner``:
+``abs(key.hashCode) % numPartitions`` over seeded keys) and ``explicit``
+(one partition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from typing import Any
+
+import ray
+
+from actors.context import RunContext
+from emulator.events import EventKind
+from emulator.javahash import java_string_hashcode
+
+TopicPartition = tuple[str, int]
+TICK_S = 0.05
+
+
+class ProducerCore:
+    """One producer, without Ray.
+
+    Args:
+        index: producer number (actor name ``producer-<index>``).
+        ctx: the run.
+        topics: topic -> partition count.
+        rate_per_s: messages per emulated second, over all topics.
+        partitioner: ``round-robin`` | ``key-hash`` | ``explicit``.
+        batch_size: the most messages one partition gets per produce call; the
+            rest waits for the next tick, as a full producer batch does.
+        explicit_partition: the partition for ``explicit``.
+        brokers: broker id -> actor handle.
+        key_space: how many distinct keys ``key-hash`` draws from (emulator knob).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        ctx: RunContext,
+        topics: dict[str, int],
+        rate_per_s: float,
+        partitioner: str,
+        batch_size: int,
+        explicit_partition: int | None,
+        brokers: dict[int, Any],
+        key_space: int = 1000,
+    ) -> None:
+        self.ctx = ctx
+        self.topics = topics
+        self.rate_per_s = rate_per_s
+        self.partitioner = partitioner
+        self.batch_size = max(1, batch_size)
+        self.explicit_partition = explicit_partition or 0
+        self.brokers = brokers
+        self.rng = random.Random(ctx.seed * 7919 + index)
+        self.key_space = key_space
+        self.clock = ctx.clock()
+        self.events = ctx.writer(f"producer-{index}", self.clock)
+        self._rr: dict[str, int] = defaultdict(int)
+        self._backlog: dict[TopicPartition, int] = defaultdict(int)
+        self._topic_cycle = 0
+        self._owed = 0.0
+        self._last_ms: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = False
+        self.produced = 0
+        self.failed = 0
+
+    def _partition_for(self, topic: str) -> int:
+        n = self.topics[topic]
+        if self.partitioner == "explicit":
+            return self.explicit_partition % n
+        if self.partitioner == "key-hash":
+            key = f"key-{self.rng.randrange(self.key_space)}"
+            return abs(java_string_hashcode(key)) % n
+        p = self._rr[topic] % n
+        self._rr[topic] += 1
+        return p
+
+    def _due(self, now_ms: float) -> int:
+        if self._last_ms is None:
+            self._last_ms = now_ms
+            return 0
+        self._owed += (now_ms - self._last_ms) / 1000.0 * self.rate_per_s
+        self._last_ms = now_ms
+        n = int(self._owed)
+        self._owed -= n
+        return n
+
+    async def tick(self) -> int:
+        """Produce what is due now; return the number of messages appended."""
+        n = self._due(self.clock.now_ms())
+        names = sorted(self.topics)
+        for _ in range(n):
+            topic = names[self._topic_cycle % len(names)]
+            self._topic_cycle += 1
+            self._backlog[(topic, self._partition_for(topic))] += 1
+        if not self._backlog:
+            return 0
+        by_broker: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, count in list(self._backlog.items()):
+            take = min(count, self.batch_size)
+            by_broker[self.ctx.leaders[tp]][tp] = take
+            if take == count:
+                del self._backlog[tp]
+            else:
+                self._backlog[tp] = count - take
+        refs = {b: self.brokers[b].produce.remote(batch) for b, batch in by_broker.items()}
+        done = 0
+        for b, ref in refs.items():
+            try:
+                result = await ref
+            except Exception as exc:  # a dead broker: counted, the run goes on
+                self.failed += sum(by_broker[b].values())
+                self.events.emit(
+                    EventKind.FAULT_INJECTED,
+                    reason="produce_failed",
+                    broker=b,
+                    detail=type(exc).__name__,
+                )
+                continue
+            for (topic, partition), (start, end) in result.items():
+                if start < 0:
+                    self.failed += by_broker[b][(topic, partition)]
+                    continue
+                self.events.emit(
+                    EventKind.PRODUCED,
+                    topic=topic,
+                    partition=partition,
+                    offset_start=start,
+                    offset_end=end,
+                    broker=b,
+                )
+                done += end - start
+        self.produced += done
+        return done
+
+    async def _loop(self) -> None:
+        while not self._stop:
+            await self.tick()
+            await asyncio.sleep(TICK_S)
+
+    async def start(self) -> None:
+        """Start producing in the background."""
+        self._last_ms = self.clock.now_ms()
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> dict[str, int]:
+        """Stop producing, flush the log; return the counts."""
+        self._stop = True
+        if self._task is not None:
+            await asyncio.wait_for(self._task, 10.0)
+            self._task = None
+        if not self.events.closed:
+            self.events.close()
+        return {"produced": self.produced, "failed": self.failed}
+
+    async def stats(self) -> dict[str, int]:
+        """Counts for the live display."""
+        return {"produced": self.produced, "failed": self.failed}
+
+
+ProducerActor = ray.remote(num_cpus=0)(ProducerCore)

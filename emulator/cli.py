@@ -1,0 +1,224 @@
+"""``rebalance-emu``: the command line.
+
+::
+
+    rebalance-emu run SCENARIO.toml [--protocol P ...] [--out DIR]
+                      [--zookeeper CONNECT] [--ray-address ADDR]
+    rebalance-emu zk start|stop|status [--ensemble N]
+    rebalance-emu scenarios
+
+The core imports no Ray, kazoo or Spark; each command loads what it needs
+when it runs. Bad input gets one line on stderr naming the problem and a
+non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from emulator.scenario import ScenarioError, bundled_scenarios, load_scenario
+
+ALL_PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_USAGE, f"rebalance-emu: error: {message}\n")
+
+
+def _fail(message: str, code: int = EXIT_FAILED) -> int:
+    print(f"rebalance-emu: error: {message}", file=sys.stderr)
+    return code
+
+
+def _resolve_scenario(arg: str) -> Path:
+    p = Path(arg)
+    if p.exists():
+        return p
+    bundled = bundled_scenarios()
+    if arg in bundled:
+        return Path(str(bundled[arg]))
+    raise ScenarioError(arg, "path", f"no such file, and no bundled scenario {arg!r} "
+                        f"(bundled: {', '.join(sorted(bundled))})")
+
+
+def _protocols(values: Sequence[str] | None) -> list[str]:
+    chosen: list[str] = []
+    for v in values or ["zookeeper"]:
+        for item in v.split(","):
+            item = item.strip()
+            if item == "all":
+                names: Sequence[str] = ALL_PROTOCOLS
+            elif item in ALL_PROTOCOLS:
+                names = (item,)
+            else:
+                raise ValueError(f"unknown protocol {item!r} (choose from "
+                                 f"{', '.join(ALL_PROTOCOLS)} or all)")
+            chosen.extend(n for n in names if n not in chosen)
+    return chosen
+
+
+class _LiveStatus:
+    """A one-line live status (rich when on a terminal, plain lines otherwise)."""
+
+    def __init__(self) -> None:
+        self._live: Any = None
+        self._last_plain = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def __enter__(self) -> _LiveStatus:
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live("", console=Console(stderr=True), refresh_per_second=4,
+                              transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def __call__(self, st: dict[str, Any]) -> None:
+        dur = float(st.get("duration_s", 0) or 0)
+        emu = float(st.get("emu_s", 0) or 0)
+        width = 24
+        filled = int(width * min(1.0, emu / dur)) if dur else 0
+        bar = "#" * filled + "-" * (width - filled)
+        phase = st.get("phase", "running")
+        extra = f" behind {st['behind']}" if phase == "draining" else ""
+        line = (f"[{st.get('protocol')}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
+                f"members {st.get('members', 0)}  produced {st.get('produced', 0)}  "
+                f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}  "
+                f"attempts {st.get('attempts', 0)}  conflicts {st.get('conflicts', 0)}"
+                f"{extra}")
+        if self._live is not None:
+            self._live.update(line)
+        elif time.monotonic() - self._last_plain >= 5.0:
+            self._last_plain = time.monotonic()
+            print(line, file=sys.stderr, flush=True)
+
+
+def _print_summary(results: list[Any], out: Path) -> None:
+    cols = ("rebalances", "attempts", "conflicts", "gave_up", "produced", "processed",
+            "duplicates", "unprocessed")
+    header = f"{'protocol':<22}{'status':<11}" + "".join(f"{c:>12}" for c in cols)
+    print(header)
+    for r in results:
+        d = r.summary.to_dict()
+        print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{d[c]:>12}" for c in cols))
+        for note in r.notes:
+            print(f"  note: {note}")
+    print(f"run directory: {out}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``rebalance-emu run``."""
+    try:
+        path = _resolve_scenario(args.scenario)
+        scenario = load_scenario(path)
+        protocols = _protocols(args.protocol)
+    except ScenarioError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except (ValueError, OSError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    out = Path(args.out) if args.out else Path("runs") / (
+        f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if out.exists() and any(out.iterdir()) and not args.force:
+        return _fail(f"--out {out} exists and is not empty (use --force to write into it)",
+                     EXIT_USAGE)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    orch = importlib.import_module("actors.orchestrator")
+    print(f"running {scenario.name} ({scenario.duration_s:g} emulated s at time scale "
+          f"{scenario.time_scale:g}) under {', '.join(protocols)} -> {out}", file=sys.stderr)
+    try:
+        with _LiveStatus() as live:
+            results = orch.run_scenario(scenario, protocols, out, zookeeper=args.zookeeper,
+                                        ray_address=args.ray_address, status=live)
+    except orch.RunError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail(f"interrupted; what was written is in {out}", 130)
+    _print_summary(results, out)
+    return 0 if all(r.status == "completed" for r in results) else EXIT_FAILED
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``rebalance-emu demo``: the bundled quickstart under every protocol built so far.
+
+    Embedded ZooKeeper and a local Ray; the summary and the run directory are
+    printed at the end.
+    """
+    orch = importlib.import_module("actors.orchestrator")
+    ns = argparse.Namespace(
+        scenario=args.scenario, protocol=list(orch.SUPPORTED_PROTOCOLS),
+        out=args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"),
+        zookeeper=None, ray_address=None, force=False)
+    return cmd_run(ns)
+
+
+def cmd_scenarios(_args: argparse.Namespace) -> int:
+    """``rebalance-emu scenarios``: list the bundled scenarios."""
+    for name, path in sorted(bundled_scenarios().items()):
+        try:
+            desc = load_scenario(Path(str(path))).description.splitlines()[0]
+        except (ScenarioError, IndexError):
+            desc = ""
+        print(f"{name:<24}{desc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``rebalance-emu``."""
+    parser = _Parser(prog="rebalance-emu", description=(
+        "Emulate Kafka consumer-group coordination: the legacy ZooKeeper consumer "
+        "against the broker-coordinated protocols."))
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a scenario under one or more protocols")
+    run.add_argument("scenario", help="a scenario file, or the name of a bundled one")
+    run.add_argument("--protocol", action="append", metavar="P",
+                     help=f"protocol to run, repeatable or comma-separated: "
+                          f"{', '.join(ALL_PROTOCOLS)}, all (default zookeeper)")
+    run.add_argument("--out", metavar="DIR", help="run directory (default runs/<name>-<time>)")
+    run.add_argument("--zookeeper", metavar="CONNECT",
+                     help="use this ZooKeeper instead of starting an embedded one")
+    run.add_argument("--ray-address", metavar="ADDR",
+                     help="join this Ray cluster (auto, or host:port) instead of a local Ray")
+    run.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    run.set_defaults(func=cmd_run)
+    demo = sub.add_parser("demo", help="run the quickstart under every built protocol, "
+                          "on an embedded ZooKeeper and a local Ray")
+    demo.add_argument("--scenario", default="quickstart",
+                      help="a bundled scenario name or a file (default quickstart)")
+    demo.add_argument("--out", metavar="DIR", help="run directory (default runs/demo-<time>)")
+    demo.set_defaults(func=cmd_demo)
+    scen = sub.add_parser("scenarios", help="list the bundled scenarios")
+    scen.set_defaults(func=cmd_scenarios)
+    zk_cli = importlib.import_module("zk_registry.zk_cli")
+    zk_cli.add_zk_subparser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rebalance-emu`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

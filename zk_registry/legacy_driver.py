@@ -1,0 +1,463 @@
+"""Executes the legacy consumer's ZooKeeper requests exactly as Kafka 0.8.2.2 does.
+
+:class:`emulator.legacy.consumer.LegacyConsumer` is sans-I/O: it yields the
+requests of :mod:`emulator.legacy.messages`. :class:`LegacyZkDriver` performs
+each one with the znode operations of ``ZookeeperConsumerConnector`` and
+``ZkUtils`` (K@0.8.2.2; kafka-protocols.md A1, A5, A7) and answers with an
+:class:`~emulator.legacy.messages.IoResult` that carries the value, the
+error name, and the reads and writes the request took.
+
+Per request (B brokers, C group members, T subscribed topics):
+
+===========================  ==============================================================
+request                      ZooKeeper operations (in order)
+===========================  ==============================================================
+RegisterConsumer             create ephemeral ``/ids/<me>`` (``createEphemeralPathExpectConflict
+                             HandleZKBug``, checker always true, back-off =
+                             ``zookeeper.session.timeout.ms``); the first time, also
+                             ``reinitializeConsumer``'s subscriptions: exists + getChildren
+                             of ``/ids``, exists of each ``/brokers/topics/<t>``
+ReadCluster                  ``getCluster``: getChildren ``/brokers/ids`` + B reads (``readData``:
+                             a broker vanishing in between fails the attempt)
+ReadRebalanceContext         read ``/ids/<me>`` (``TopicCount.constructTopicCount``) +
+                             ``getAllBrokersInCluster``: getChildren + B reads (vanished
+                             brokers are skipped)
+ReadAssignmentContext        ``AssignmentContext``: read ``/ids/<me>`` again, T reads of
+                             ``/brokers/topics/<t>``, getChildren ``/ids`` + C reads
+                             (``getConsumersPerTopic``), getChildren ``/ids``
+                             (``getConsumersInGroup``)
+ReleaseOwnership             one delete per partition (``deletePath``: NoNode ignored)
+CommitOffsets                per offset ``updatePersistentPath``: set; on NoNode create the
+                             parents and the node; on NodeExists set again
+FetchOffsets                 one read per partition (``readDataMaybeNull``; NoNode -> None)
+ClaimOwnership               one ephemeral create per partition, all issued at once, every one
+                             tried; on NodeExists read the node back
+                             (``createEphemeralPathExpectConflict``)
+WatchBrokers                 ``subscribeChildChanges(/brokers/ids)``: exists + getChildren
+CloseSession                 ``zkClient.close()``
+===========================  ==============================================================
+
+A wildcard (white/black-list) registration costs one more getChildren of
+``/brokers/topics`` each time it is resolved (``WildcardTopicCount``).
+
+Semantics kept from Kafka 0.8.2.2's ``ZkUtils``:
+
+* ``createEphemeralPathExpectConflict``: on NodeExists read the node; equal
+  data means our own create went through before a connection loss: success.
+  Different data, or a node that vanished before the read, is a conflict
+  (Kafka rethrows NodeExists; it does not retry the create).
+* ``createEphemeralPath``/``updatePersistentPath``: a missing parent is created
+  with ZkClient's ``createPersistent(parent, true)`` and the operation retried.
+* Every operation runs under ZkClient's ``retryUntilConnected``: ConnectionLoss
+  and SessionExpired are retried once the client is connected again (a create
+  that did land before the loss then meets its own node, as above).
+  ``retry_deadline_s`` bounds this (ZkClient waits forever, the default).
+* Any other exception ends the request with ``IoResult(error=<class name>)``;
+  nothing is raised. A claim that fails with an error keeps the owner nodes it
+  already created, as Kafka does (they are in ``value.created``).
+
+``Sleep`` is a timer, not ZooKeeper work: :meth:`LegacyZkDriver.execute` raises
+``TypeError`` for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from kazoo.exceptions import NodeExistsError  # type: ignore[import-untyped]
+
+from emulator.legacy.messages import (
+    ClaimOwnership,
+    ClaimResult,
+    CloseSession,
+    CommitOffsets,
+    FetchOffsets,
+    GroupView,
+    IoResult,
+    ReadAssignmentContext,
+    ReadCluster,
+    ReadRebalanceContext,
+    RebalanceContext,
+    RegisterConsumer,
+    ReleaseOwnership,
+    Request,
+    Sleep,
+    TopicPartition,
+    WatchBrokers,
+)
+from zk_registry.client import (
+    EphemeralConflict,
+    WatchEvent,
+    ZkClient,
+    ZkOpCounter,
+    ZkUtils,
+    ZkWatch,
+)
+from zk_registry.layout import (
+    BROKER_IDS_PATH,
+    BROKER_TOPICS_PATH,
+    ConsumerRegistration,
+    consumer_id_path,
+    consumer_ids_path,
+    decode_broker,
+    decode_consumer_registration,
+    decode_offset,
+    decode_owner,
+    decode_topic_assignment,
+    encode_consumer_registration,
+    encode_offset,
+    encode_owner,
+    offset_path,
+    owner_path,
+    topic_allowed,
+    topic_path,
+)
+
+__all__ = ["LegacyZkDriver", "WatchCallback"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+WatchCallback = Callable[[str, WatchEvent], None]
+"""``on_watch(source, event)``; source is ``ids``, ``topic:<t>`` or ``brokers``, the
+names :meth:`LegacyConsumer.watch_fired` takes."""
+
+
+class _Failed(Exception):
+    """A request failed part-way: keep the partial value with the error name."""
+
+    def __init__(self, value: object, error: str) -> None:
+        super().__init__(error)
+        self.value = value
+        self.error = error
+
+
+class LegacyZkDriver:
+    """Performs one legacy consumer's requests against ZooKeeper.
+
+    Args:
+        client: the consumer's own session (its wrapper).
+        group: ``group.id``.
+        consumer_id: the consumer id string (:func:`zk_registry.layout.make_consumer_id`).
+        session_timeout_s: the scaled ``zookeeper.session.timeout.ms`` in seconds:
+            the ZOOKEEPER-1740 back-off of the registration.
+        on_watch: called for every firing of the group's watches that Kafka's
+            listeners turn into a rebalance trigger (``ids`` and ``brokers``
+            child changes, ``topic:<t>`` data changes; a topic's deletion is only
+            logged, as ``ZKTopicPartitionChangeListener.handleDataDeleted`` does),
+            in the client's dispatch context.
+        auto_watch: subscribe to ``/ids`` and the subscribed topics after the
+            first successful registration, as ``reinitializeConsumer`` does.
+        exclude_internal_topics: ``exclude.internal.topics`` for wildcards.
+        pipeline: issue the reads, deletes and offset writes of one request
+            concurrently instead of one after the other as Kafka's synchronous
+            ZkClient does (same operations, shorter wall time).
+        zk_bug_max_retries: bound on the ZOOKEEPER-1740 back-off loop (Kafka: none).
+        retry_deadline_s: bound on waiting for a reconnect inside one operation
+            (``None``: forever, as ZkClient).
+        sleep: the back-off sleep (injected for tests).
+    """
+
+    def __init__(
+        self,
+        client: ZkClient,
+        group: str,
+        consumer_id: str,
+        session_timeout_s: float,
+        *,
+        on_watch: WatchCallback | None = None,
+        auto_watch: bool = True,
+        exclude_internal_topics: bool = True,
+        pipeline: bool = False,
+        zk_bug_max_retries: int = 10,
+        retry_deadline_s: float | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.consumer_id = consumer_id
+        self.session_timeout_s = float(session_timeout_s)
+        self.on_watch = on_watch
+        self.auto_watch = auto_watch
+        self.exclude_internal_topics = exclude_internal_topics
+        self.pipeline = pipeline
+        self.zk_bug_max_retries = zk_bug_max_retries
+        self.retry_deadline_s = retry_deadline_s
+        self.zk = ZkUtils(client, retry_deadline_s, sleep)
+        self._watches: dict[str, ZkWatch] = {}
+        self._group_watched = False
+        self._handlers: dict[type[Request], Callable[[Any, ZkOpCounter], Awaitable[object]]] = {
+            RegisterConsumer: self._register,
+            ReadCluster: self._read_cluster,
+            ReadRebalanceContext: self._read_rebalance_context,
+            CommitOffsets: self._commit_offsets,
+            ReleaseOwnership: self._release_ownership,
+            ReadAssignmentContext: self._read_assignment_context,
+            FetchOffsets: self._fetch_offsets,
+            ClaimOwnership: self._claim_ownership,
+            WatchBrokers: self._watch_brokers,
+            CloseSession: self._close_session,
+        }
+
+    # ------------------------------------------------------------------ public
+
+    async def execute(self, request: Request) -> IoResult:
+        """Perform ``request``; never raises for ZooKeeper or payload failures.
+
+        Returns:
+            The request's value (see each request in :mod:`emulator.legacy.messages`),
+            ``error`` = the exception class name on failure, and the reads and
+            writes issued.
+
+        Raises:
+            TypeError: for :class:`Sleep` (the host's timer) or an unknown request.
+        """
+        if isinstance(request, Sleep):
+            raise TypeError("Sleep is a timer for the host, not ZooKeeper work")
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise TypeError(f"no ZooKeeper work for request {type(request).__name__}")
+        tally = ZkOpCounter()
+        try:
+            value = await handler(request, tally)
+        except _Failed as failed:
+            return IoResult(failed.value, failed.error, tally.reads, tally.writes)
+        except Exception as exc:
+            log.debug("%s failed: %r", type(request).__name__, exc)
+            return IoResult(None, type(exc).__name__, tally.reads, tally.writes)
+        return IoResult(value, None, tally.reads, tally.writes)
+
+    async def install_watches(self, topics: Sequence[str]) -> IoResult:
+        """``reinitializeConsumer``'s subscriptions: ``/ids`` children and each topic's data.
+
+        Idempotent per path. Returns an :class:`IoResult` with the reads taken.
+        """
+        tally = ZkOpCounter()
+        try:
+            await self._install_watches(topics, tally)
+        except Exception as exc:
+            return IoResult(None, type(exc).__name__, tally.reads, tally.writes)
+        return IoResult(None, None, tally.reads, tally.writes)
+
+    def stop_watches(self) -> None:
+        """Unsubscribe every watch this driver made."""
+        for w in self._watches.values():
+            w.stop()
+        self._watches.clear()
+        self._group_watched = False
+
+    @property
+    def watched_paths(self) -> list[str]:
+        """The paths this driver subscribed to."""
+        return [w.path for w in self._watches.values()]
+
+    # ------------------------------------------------------------------ requests
+
+    async def _register(self, req: RegisterConsumer, tally: ZkOpCounter) -> None:
+        """``registerConsumerInZK`` via ``createEphemeralPathExpectConflictHandleZKBug``."""
+        path = consumer_id_path(self.group, self.consumer_id)
+        data = encode_consumer_registration(req.subscription, req.timestamp_ms)
+        try:
+            await self.zk.create_ephemeral_path_expect_conflict_handle_zk_bug(
+                path,
+                data,
+                checker=lambda _stored: True,  # the consumer's checker: always "mine"
+                backoff_s=self.session_timeout_s,
+                max_backoffs=self.zk_bug_max_retries,
+                tally=tally,
+            )
+        except EphemeralConflict:
+            raise NodeExistsError() from None
+        if self.auto_watch and not self._group_watched:
+            # reinitializeConsumer, once: ZkClient keeps listeners across sessions.
+            await self._install_watches(tuple(req.subscription), tally)
+
+    async def _read_cluster(self, req: ReadCluster, tally: ZkOpCounter) -> list[int]:
+        """``ZkUtils.getCluster``."""
+        nodes = await self.zk.children_maybe(BROKER_IDS_PATH, tally)
+
+        async def read(node: str) -> int:
+            broker_id = int(node)
+            data, _ = await self.zk.read(f"{BROKER_IDS_PATH}/{node}", tally)
+            decode_broker(broker_id, data)
+            return broker_id
+
+        return sorted(await self._each(nodes, read))
+
+    async def _read_rebalance_context(
+        self, req: ReadRebalanceContext, tally: ZkOpCounter
+    ) -> RebalanceContext:
+        """``rebalance``: my topic count, then ``getAllBrokersInCluster``."""
+        mine = await self._my_subscription(tally)
+        brokers = await self._all_brokers(tally)
+        return RebalanceContext(my_subscription=mine, brokers=tuple(brokers))
+
+    async def _read_assignment_context(
+        self, req: ReadAssignmentContext, tally: ZkOpCounter
+    ) -> GroupView:
+        """``AssignmentContext``: my topic count, partitions, members, members again."""
+        await self._my_subscription(tally)  # myTopicThreadIds: the second read of my node
+
+        async def partitions(topic: str) -> tuple[int, ...]:
+            data = await self.zk.read_maybe(topic_path(topic), tally)
+            return () if data is None else tuple(sorted(decode_topic_assignment(data)))
+
+        parts = await self._each(req.topics, partitions)
+        ids_path = consumer_ids_path(self.group)
+        members = await self.zk.children_maybe(ids_path, tally)
+
+        async def member(cid: str) -> dict[str, int]:
+            data, _ = await self.zk.read(f"{ids_path}/{cid}", tally)
+            reg = decode_consumer_registration(data)
+            return await self._resolve(reg, tally)
+
+        subs = await self._each(members, member)
+        await self.zk.children(ids_path, tally)  # getConsumersInGroup
+        return GroupView(
+            consumers=dict(zip(members, subs, strict=True)),
+            partitions_per_topic=dict(zip(req.topics, parts, strict=True)),
+        )
+
+    async def _release_ownership(self, req: ReleaseOwnership, tally: ZkOpCounter) -> None:
+        """``releasePartitionOwnership`` / the roll-back: ``deletePath`` per owner node."""
+
+        async def delete(tp: TopicPartition) -> None:
+            await self.zk.delete_path(owner_path(self.group, tp[0], tp[1]), tally)
+
+        await self._each(req.partitions, delete)
+
+    async def _commit_offsets(self, req: CommitOffsets, tally: ZkOpCounter) -> list[TopicPartition]:
+        """``commitOffsetToZooKeeper`` per entry; the first failure ends the loop."""
+        written: list[TopicPartition] = []
+
+        async def commit(item: tuple[TopicPartition, int]) -> None:
+            (topic, partition), offset = item
+            path = offset_path(self.group, topic, partition)
+            await self.zk.update_persistent_path(path, encode_offset(offset), tally)
+            written.append((topic, partition))
+
+        try:
+            await self._each(list(req.offsets.items()), commit)
+        except Exception as exc:
+            raise _Failed(written, type(exc).__name__) from exc
+        return written
+
+    async def _fetch_offsets(
+        self, req: FetchOffsets, tally: ZkOpCounter
+    ) -> dict[TopicPartition, int | None]:
+        """``fetchOffsetFromZooKeeper`` per partition."""
+
+        async def fetch(tp: TopicPartition) -> int | None:
+            data = await self.zk.read_maybe(offset_path(self.group, tp[0], tp[1]), tally)
+            return None if data is None else decode_offset(data)
+
+        values = await self._each(req.partitions, fetch)
+        return dict(zip(req.partitions, values, strict=True))
+
+    async def _claim_ownership(self, req: ClaimOwnership, tally: ZkOpCounter) -> ClaimResult:
+        """``reflectPartitionOwnershipDecision``: every create, concurrently."""
+        items = list(req.decision.items())
+
+        async def claim(tp: TopicPartition, thread: str) -> None:
+            path = owner_path(self.group, tp[0], tp[1])
+            await self.zk.create_ephemeral_path_expect_conflict(path, encode_owner(thread), tally)
+
+        outcomes = await asyncio.gather(
+            *(claim(tp, thread) for tp, thread in items), return_exceptions=True
+        )
+        created: list[TopicPartition] = []
+        conflicts: dict[TopicPartition, str | None] = {}
+        error: BaseException | None = None
+        for (tp, _), outcome in zip(items, outcomes, strict=True):
+            if outcome is None:
+                created.append(tp)
+            elif isinstance(outcome, EphemeralConflict):
+                conflicts[tp] = None if outcome.stored is None else decode_owner(outcome.stored)
+            elif isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+            elif error is None:
+                error = outcome
+        result = ClaimResult(created=tuple(created), conflicts=conflicts)
+        if error is not None:
+            raise _Failed(result, type(error).__name__)
+        return result
+
+    async def _watch_brokers(self, req: WatchBrokers, tally: ZkOpCounter) -> None:
+        """``zkClient.subscribeChildChanges(BrokerIdsPath, loadBalancerListener)``."""
+        await self._subscribe("brokers", BROKER_IDS_PATH, "children", tally)
+
+    async def _close_session(self, req: CloseSession, tally: ZkOpCounter) -> None:
+        """``zkClient.close()``: the server deletes this session's ephemerals."""
+        self.stop_watches()
+        await self.client.stop_async()
+
+    # ------------------------------------------------------------------ watches
+
+    async def _install_watches(self, topics: Iterable[str], tally: ZkOpCounter) -> None:
+        await self._subscribe("ids", consumer_ids_path(self.group), "children", tally)
+        for topic in topics:
+            await self._subscribe(f"topic:{topic}", topic_path(topic), "data", tally)
+        self._group_watched = True
+
+    async def _subscribe(self, source: str, path: str, kind: str, tally: ZkOpCounter) -> None:
+        old = self._watches.pop(source, None)
+        if old is not None:
+            old.stop()  # ZkClient re-subscribing: same listener, the reads happen again
+
+        def fired(event: WatchEvent) -> None:
+            if event.kind == "data" and event.data is None:
+                # ZKTopicPartitionChangeListener.handleDataDeleted only logs a warning
+                # ("gets deleted, which should not happen at this time"): no rebalance.
+                log.warning("Topic for path %s gets deleted", path)
+                return
+            if self.on_watch is not None:
+                self.on_watch(source, event)
+
+        if kind == "children":
+            watch = await self.client.watch_children(path, fired, tally=tally)
+        else:
+            watch = await self.client.watch_data(path, fired, tally=tally)
+        self._watches[source] = watch
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _each(self, items: Sequence[T], fn: Callable[[T], Awaitable[U]]) -> list[U]:
+        if self.pipeline:
+            return list(await asyncio.gather(*(fn(item) for item in items)))
+        return [await fn(item) for item in items]
+
+    # ------------------------------------------------------------------ TopicCount
+
+    async def _my_subscription(self, tally: ZkOpCounter) -> dict[str, int]:
+        """``TopicCount.constructTopicCount(group, me)``: read my node; missing is an error."""
+        data, _ = await self.zk.read(consumer_id_path(self.group, self.consumer_id), tally)
+        return await self._resolve(decode_consumer_registration(data), tally)
+
+    async def _resolve(self, reg: ConsumerRegistration, tally: ZkOpCounter) -> dict[str, int]:
+        """``getConsumerThreadIdsPerTopic``'s topics: static as is, wildcards against topics."""
+        if not reg.is_wildcard:
+            return dict(reg.subscription)
+        raw, streams = next(iter(reg.subscription.items()))
+        topics = await self.zk.children_maybe(BROKER_TOPICS_PATH, tally)
+        return {
+            t: streams
+            for t in topics
+            if topic_allowed(reg.pattern, raw, t, self.exclude_internal_topics)
+        }
+
+    async def _all_brokers(self, tally: ZkOpCounter) -> list[int]:
+        """``ZkUtils.getAllBrokersInCluster``: sorted children, vanished ones skipped."""
+        nodes = sorted(await self.zk.children_maybe(BROKER_IDS_PATH, tally))  # string order
+
+        async def read(node: str) -> int | None:
+            data = await self.zk.read_maybe(f"{BROKER_IDS_PATH}/{node}", tally)
+            if data is None:
+                return None
+            return decode_broker(int(node), data).broker_id
+
+        return [b for b in await self._each(nodes, read) if b is not None]
