@@ -8,4 +8,5 @@ from __future__ import annotations
 
 pytest_plugins = [
     "tests.zk_fixtures",  # zk_server, zk_connect, zk_client, zk_ensemble(_session), ...
+    "tests.ray_fixtures",  # ray_local
 ]
