@@ -63,6 +63,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("member_id", "string", "protocol-level id (legacy consumer id, member id)"),
     Field("thread_id", "string", "legacy consumer thread id <consumerId>-<i>"),
     Field("generation", "long", "generation, epoch or rebalance number, per protocol"),
+    Field("group_epoch", "long", "KIP-848 group epoch (target assignment epoch in detail)"),
     Field("attempt", "long", "legacy rebalance attempt index from 0"),
     Field("broker", "long", "broker id"),
     Field("topic", "string", "topic name"),
@@ -132,6 +133,19 @@ class EventKind(enum.StrEnum):
     # data path
     PROCESSED = "processed"  # topic, partition, offset range, member
     FAULT_INJECTED = "fault_injected"  # reason = fault kind
+    # modern group coordinator (classic and KIP-848)
+    COORDINATOR_STARTED = "coordinator_started"  # broker, partition = __consumer_offsets partition
+    GROUP_STATE_CHANGED = "group_state_changed"  # state, generation / group_epoch, reason
+    MEMBER_JOINED = "member_joined"  # member_id, reason = new | rejoin | static_replace
+    MEMBER_REMOVED = "member_removed"  # member_id, reason = leave | session_timeout | fenced ...
+    TARGET_ASSIGNMENT = "target_assignment"  # group_epoch, member_id, partitions (KIP-848)
+    # modern members (client side)
+    COORDINATOR_FOUND = "coordinator_found"  # broker
+    PARTITIONS_ASSIGNED = "partitions_assigned"  # partitions added (onPartitionsAssigned)
+    PARTITIONS_REVOKED = "partitions_revoked"  # partitions revoked (onPartitionsRevoked)
+    PARTITIONS_LOST = "partitions_lost"  # partitions lost (onPartitionsLost)
+    REQUEST_ERROR = "request_error"  # reason = Kafka error name; detail = request kind
+    COMMIT_FAILED = "commit_failed"  # reason = error name (CommitFailedException)
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,9 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.PROCESSED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
     EventKind.ACTION_APPLIED: EventSpec(("reason",)),
     EventKind.FAULT_INJECTED: EventSpec(("reason",)),
+    EventKind.GROUP_STATE_CHANGED: EventSpec(("state",)),
+    EventKind.REQUEST_ERROR: EventSpec(("reason",)),
+    EventKind.COMMIT_FAILED: EventSpec(("reason",)),
 }
 
 Event = dict[str, object]

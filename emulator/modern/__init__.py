@@ -1,0 +1,1 @@
+"""The modern (broker-coordinated) generation: classic and KIP-848 protocols."""
