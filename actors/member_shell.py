@@ -1,0 +1,207 @@
+"""The fetch-and-process half of every emulated consumer, whatever its protocol.
+
+A member shell holds a consumer's streams (one per legacy consumer thread, one
+for a modern consumer's poll loop), where each partition is fetched from, and
+the batch the application is processing. The consumer host's loop asks every
+shell what to fetch, hands it the answers, and lets its application loop
+advance; the protocol-specific subclass decides when fetching starts and
+stops, and hears when a batch is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from emulator.events import EventKind
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class Chunk:
+    """A fetched batch ``[start, end)`` of one partition, queued for a stream."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    epoch: int
+
+
+@dataclass
+class InProgress:
+    """The batch a stream's application loop is processing."""
+
+    chunk: Chunk
+    started_ms: float
+    done_ms: float
+
+
+@dataclass
+class Stream:
+    """One consumer thread (``KafkaStream``): a bounded queue and the app loop."""
+
+    thread_id: str
+    queue: deque[Chunk] = field(default_factory=deque)
+    current: InProgress | None = None
+
+
+@dataclass
+class FetchPos:
+    """Where the fetcher is for one partition."""
+
+    thread_id: str
+    offset: int | None
+    inflight: bool = False
+
+
+class MemberShell:
+    """Streams, fetch positions and processing of one emulated consumer.
+
+    Args:
+        name: scenario name (``c-0``).
+        emit: writes an event (kind, fields).
+        now: the emulated clock.
+    """
+
+    member_id: str = ""
+
+    def __init__(self, name: str, emit: Callable[..., None], now: Callable[[], float]) -> None:
+        self.name = name
+        self._emit = emit
+        self._now = now
+        self.streams: dict[str, Stream] = {}
+        self.positions: dict[TopicPartition, FetchPos] = {}
+        self.fetch_epoch = 0
+        self.alive = True
+        self.paused = False
+        self.processed = 0
+        self.high_water: dict[TopicPartition, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def on_batch_done(self, tp: TopicPartition, end: int) -> None:
+        """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
+
+    def on_idle(self) -> None:
+        """The application loop has nothing in hand (modern consumers call poll())."""
+
+    # ------------------------------------------------------------- fetch path
+
+    def stop_fetchers(
+        self, partitions: Iterable[TopicPartition] | None = None, *, cut: bool = True
+    ) -> None:
+        """Stop fetching ``partitions`` (all when ``None``) and drop their queued chunks.
+
+        With ``cut`` (the legacy consumer's ``closeFetchers``, which clears the
+        iterator's current chunk too) the batch in hand is cut after the
+        message being processed; without it (a modern consumer revokes inside
+        ``poll()``, between batches) the batch in hand completes.
+        """
+        self.fetch_epoch += 1
+        stop = set(self.positions) if partitions is None else set(partitions)
+        for tp in stop:
+            self.positions.pop(tp, None)
+        now = self._now()
+        for s in self.streams.values():
+            kept = [c for c in s.queue if c.tp not in stop]
+            s.queue.clear()
+            s.queue.extend(kept)
+            cur = s.current
+            if cut and cur is not None and cur.chunk.tp in stop:
+                n = cur.chunk.end - cur.chunk.start
+                per = (cur.done_ms - cur.started_ms) / n if n else 0.0
+                done = n if per <= 0 else min(n, int((now - cur.started_ms) // per) + 1)
+                cur.chunk.end = cur.chunk.start + done
+                cur.done_ms = cur.started_ms + done * per
+
+    def start_fetchers(self, positions: dict[TopicPartition, tuple[str, int | None]]) -> None:
+        """Fetch these partitions, each for a stream, from an offset (``None``: reset policy)."""
+        self.fetch_epoch += 1
+        for tp, (thread, off) in positions.items():
+            self.positions[tp] = FetchPos(thread, off)
+            self.streams.setdefault(thread, Stream(thread))
+
+    def fetch_requests(self, max_chunks: int) -> list[tuple[TopicPartition, int | None]]:
+        """Partitions that want a fetch now (their stream's queue has room)."""
+        if not self.alive or self.paused:
+            return []
+        out: list[tuple[TopicPartition, int | None]] = []
+        for tp, pos in self.positions.items():
+            if pos.inflight:
+                continue
+            stream = self.streams.get(pos.thread_id)
+            if stream is None or len(stream.queue) >= max_chunks:
+                continue
+            pos.inflight = True
+            out.append((tp, pos.offset))
+        return out
+
+    def fetched(self, tp: TopicPartition, start: int, end: int, epoch: int) -> None:
+        """A fetch answer: queue a chunk, advance the position."""
+        pos = self.positions.get(tp)
+        if not self.alive or epoch != self.fetch_epoch or pos is None:
+            return
+        pos.inflight = False
+        if start < 0:
+            return
+        pos.offset = end
+        if end > start:
+            # Not logged: PROCESSED carries what was done with it, and a fetch
+            # event per tick would dominate the log of a large group.
+            self.streams[pos.thread_id].queue.append(Chunk(tp, start, end, epoch))
+
+    def process(self, now: float, cost_ms: float) -> int:
+        """Advance every stream's application loop to ``now``; return messages done."""
+        if not self.alive or self.paused:
+            return 0
+        done = 0
+        for s in self.streams.values():
+            free_at = now
+            while True:
+                cur = s.current
+                if cur is not None:
+                    if now < cur.done_ms:
+                        break
+                    c = cur.chunk
+                    if c.end > c.start:
+                        self._emit(
+                            EventKind.PROCESSED,
+                            member=self.name,
+                            topic=c.tp[0],
+                            partition=c.tp[1],
+                            offset_start=c.start,
+                            offset_end=c.end,
+                            thread_id=s.thread_id,
+                            t_emu_ms=cur.done_ms,
+                            member_id=self.member_id or None,
+                        )
+                        self.on_batch_done(c.tp, c.end)
+                        done += c.end - c.start
+                        if c.end > self.high_water.get(c.tp, 0):
+                            self.high_water[c.tp] = c.end
+                    free_at = cur.done_ms
+                    s.current = None
+                if not s.queue:
+                    if s.current is None:
+                        self.on_idle()
+                    break
+                chunk = s.queue.popleft()
+                start_ms = free_at
+                s.current = InProgress(
+                    chunk, start_ms, start_ms + (chunk.end - chunk.start) * cost_ms
+                )
+        self.processed += done
+        return done
+
+    # ------------------------------------------------------------- lifecycle
+
+    def kill(self) -> None:
+        """Stop everything this member does, at once (a crash)."""
+        self.alive = False
+        for t in list(self.tasks):
+            t.cancel()
+        with contextlib.suppress(Exception):
+            self.positions.clear()
