@@ -1,0 +1,1047 @@
+"""The KIP-848 group coordinator for one consumer group, as a sans-I/O state machine.
+
+This is the ``consumer`` protocol half of Kafka's ``GroupMetadataManager`` and
+``modern/consumer/ConsumerGroup`` (kafka-protocols.md C3-C6; K@trunk, read in
+apache/kafka ``group-coordinator/src/main/java/org/apache/kafka/coordinator/group/``)
+without the record log: state changes are applied directly, the records
+Kafka would write become :class:`~emulator.modern.messages.Emit` events.
+:meth:`ConsumerGroupCoordinator.handle` takes one request and returns its
+response plus events; :meth:`ConsumerGroupCoordinator.poll` fires the timers
+(``next_deadline`` says when).
+
+What it reproduces:
+
+* **Epochs (C3).** Group epoch, target assignment epoch, member epoch and
+  previous member epoch, and the partition epochs (the epoch of the member
+  owning or revoking a partition; -1 when free).
+* **Heartbeat (C4, ``consumerGroupHeartbeat``).** Request validation
+  (``throwIfConsumerGroupHeartbeatRequestIsInvalid``); group size; get or
+  create the member (dynamic, or static with ``UNRELEASED_INSTANCE_ID``,
+  ``FENCED_INSTANCE_ID`` and replacement of a member that left with epoch -2);
+  the epoch check of ``throwIfConsumerGroupMemberEpochIsInvalid`` (tolerating
+  the previous epoch with owned partitions a subset of the assignment); a
+  subscription change or new subscription metadata bumps the group epoch; the
+  target assignment is recomputed for the whole group with the server
+  assignor when the group epoch is ahead of the assignment epoch; only this
+  member is reconciled (``maybeReconcile`` with :func:`reconcile`, the port
+  of ``CurrentAssignmentBuilder``); the session timer is re-armed; the
+  assignment is returned on a full request or when it changed.
+* **Leave.** Epoch -1 fences the member (removed, group epoch bumped); -2 on a
+  static member keeps it, its assignment and its partitions, at epoch -2
+  until its session expires or a member with the same instance id replaces it
+  without a group epoch bump (``consumerGroupStaticMemberGroupLeave``).
+* **Timers.** ``group.consumer.session.timeout.ms`` per member (fence and
+  remove); the member's rebalance timeout while it is in
+  ``UNREVOKED_PARTITIONS``, which fences it if it is still at the same epoch
+  when the timer fires.
+* **Offsets (C6, ``ConsumerGroup.validateOffsetCommit`` /
+  ``validateOffsetFetch``).** A member's commit or fetch must carry its
+  current member epoch (``STALE_MEMBER_EPOCH``) and an existing member id
+  (``UNKNOWN_MEMBER_ID``); a request with a negative epoch and no member is
+  accepted when the group is empty (commit) or always (fetch, admin).
+
+Events (the records Kafka would write, as :class:`~emulator.modern.messages.Emit`):
+MEMBER_JOINED (reason ``new``, ``rejoin`` or ``static_replace``), MEMBER_REMOVED
+(``leave``, ``session_timeout``, ``rebalance_timeout`` or ``static_replace``),
+TARGET_ASSIGNMENT for each member whose target changed, and
+GROUP_STATE_CHANGED whenever the state or the group epoch moves (reason
+``join``, ``heartbeat``, ``leave``, ``static_leave``, ``session_timeout`` or
+``rebalance_timeout``; a static member's -2 leave shows only there).
+
+Emulator choices (not Kafka), each named where it applies:
+
+* a member rejoining with epoch 0 under its existing member id is accepted
+  (KAFKA-19233, merged 2026-01; the Oct 2024 trunk answered
+  ``FENCED_MEMBER_EPOCH`` until the old member's session expired);
+* the preferred server assignor breaks a tie between equally popular
+  assignors by name (Kafka: ``HashMap`` order);
+* member ids are Kafka-style base64 UUIDs drawn from the injected
+  ``random.Random``;
+* a request for another group is answered ``NOT_COORDINATOR``, and
+  :meth:`set_unavailable` makes the coordinator answer every request with a
+  coordinator error, to exercise rediscovery.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import heapq
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from emulator.events import EventKind, format_partitions
+from emulator.modern.assignors import GroupSpec, MemberSpec, ServerAssignor, server_assignor
+from emulator.modern.config import GroupCoordinatorConfig
+from emulator.modern.errors import Errors
+from emulator.modern.messages import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    Emit,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    GroupRequest,
+    GroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    TopicPartition,
+)
+
+Output = GroupResponse | Emit
+
+# GroupCoordinatorConfig defaults (C6).
+DEFAULT_SESSION_TIMEOUT_MS = 45000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
+DEFAULT_ASSIGNORS = ("uniform", "range")
+DEFAULT_MAX_SIZE = 2**31 - 1
+NO_PARTITION_EPOCH = -1
+
+
+class GroupState(enum.StrEnum):
+    """``ConsumerGroup.ConsumerGroupState`` (C3), as Kafka prints it."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+
+
+class MemberState(enum.StrEnum):
+    """``modern/MemberState``: where a member is in its reconciliation (C5)."""
+
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    UNKNOWN = "unknown"
+
+
+class ProtocolError(Exception):
+    """A Kafka error raised while handling a request; becomes the response's error."""
+
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """``ConsumerGroupMember``: what the coordinator knows of one member.
+
+    Attributes:
+        member_id: the id the coordinator generated.
+        instance_id: ``group.instance.id`` of a static member, else None.
+        rack_id: the member's rack, if any.
+        member_epoch: the epoch the member is reconciled to (-2: a static
+            member that left temporarily).
+        previous_member_epoch: the epoch before the last change.
+        state: the reconciliation state.
+        rebalance_timeout_ms: how long it may take to revoke.
+        subscribed_topic_names: its subscription.
+        server_assignor: the assignor it asked for, if any.
+        assigned: partitions it is assigned (its current assignment).
+        pending_revocation: partitions it must revoke before it moves on.
+    """
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: frozenset[str] = frozenset()
+    server_assignor: str | None = None
+    assigned: frozenset[TopicPartition] = frozenset()
+    pending_revocation: frozenset[TopicPartition] = frozenset()
+
+    def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
+        """``isReconciledTo``: STABLE at the target assignment epoch."""
+        return self.state is MemberState.STABLE and self.member_epoch == target_assignment_epoch
+
+    def with_epoch(self, epoch: int) -> GroupMember:
+        """``Builder.updateMemberEpoch``: the current epoch becomes the previous one."""
+        return replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch)
+
+
+# --------------------------------------------------------- CurrentAssignmentBuilder
+
+
+def reconcile(
+    member: GroupMember,
+    *,
+    target_epoch: int,
+    target: frozenset[TopicPartition],
+    partition_epoch: Callable[[TopicPartition], int],
+    owned: frozenset[TopicPartition] | None,
+    subscribed_topics: frozenset[str],
+    has_subscription_changed: bool = False,
+) -> GroupMember:
+    """``CurrentAssignmentBuilder.build``: move ``member`` one step towards its target (C5).
+
+    Args:
+        member: the member before this heartbeat.
+        target_epoch: the target assignment epoch.
+        target: the member's target assignment.
+        partition_epoch: the epoch of a partition's current owner, -1 when free.
+        owned: the partitions the heartbeat reports as owned (None: not sent,
+            which counts as still owning everything).
+        subscribed_topics: the member's subscribed topics that exist.
+        has_subscription_changed: the heartbeat changed the subscription.
+
+    Returns:
+        The member unchanged, or its next state.
+
+    Raises:
+        ProtocolError: ``FENCED_MEMBER_EPOCH`` for a member in state UNKNOWN
+            that still reports partitions.
+    """
+
+    def owns_revoked(pending: frozenset[TopicPartition]) -> bool:
+        return owned is None or not owned.isdisjoint(pending)
+
+    def update_current() -> GroupMember:
+        # updateCurrentAssignment: drop unsubscribed topics from the assignment.
+        if not subscribed_topics and not member.pending_revocation:
+            new_assigned: frozenset[TopicPartition] = frozenset()
+            new_pending = member.assigned
+        else:
+            removed = frozenset(tp for tp in member.assigned if tp[0] not in subscribed_topics)
+            if not removed:
+                return member
+            new_assigned = member.assigned - removed
+            new_pending = member.pending_revocation | removed
+        if new_assigned == member.assigned and new_pending == member.pending_revocation:
+            return member
+        if new_pending and owns_revoked(new_pending):
+            return replace(
+                member,
+                state=MemberState.UNREVOKED_PARTITIONS,
+                assigned=new_assigned,
+                pending_revocation=new_pending,
+            )
+        return replace(member, assigned=new_assigned)
+
+    def next_assignment(epoch: int) -> GroupMember:
+        # computeNextAssignment, per partition rather than per topic.
+        tgt = frozenset(tp for tp in target if tp[0] in subscribed_topics)
+        assigned = member.assigned & tgt
+        pending_revocation = member.assigned - assigned
+        candidates = tgt - assigned
+        unreleased = frozenset(
+            tp
+            for tp in candidates
+            if partition_epoch(tp) != NO_PARTITION_EPOCH and tp not in member.pending_revocation
+        )
+        pending_assignment = candidates - unreleased
+        if pending_revocation and owns_revoked(pending_revocation):
+            return replace(
+                member.with_epoch(epoch),
+                state=MemberState.UNREVOKED_PARTITIONS,
+                assigned=assigned,
+                pending_revocation=pending_revocation,
+            )
+        state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        return replace(
+            member.with_epoch(target_epoch),
+            state=state,
+            assigned=assigned | pending_assignment,
+            pending_revocation=frozenset(),
+        )
+
+    if member.state is MemberState.STABLE:
+        if member.member_epoch != target_epoch:
+            return next_assignment(member.member_epoch)
+        if has_subscription_changed:
+            return update_current()
+        return member
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        if owns_revoked(member.pending_revocation):
+            return update_current() if has_subscription_changed else member
+        # Do not move past the target epoch when a subscription change alone
+        # caused the revocation.
+        return next_assignment(min(member.member_epoch + 1, target_epoch))
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        return next_assignment(member.member_epoch)
+    if owned is None or owned:
+        raise ProtocolError(
+            Errors.FENCED_MEMBER_EPOCH,
+            "The consumer group member is in a unknown state. "
+            "The member must abandon all its partitions and rejoin.",
+        )
+    return next_assignment(target_epoch)
+
+
+# ---------------------------------------------------------------------- timers
+
+
+@dataclass(order=True)
+class _Timer:
+    deadline: float
+    seq: int
+    kind: str = field(compare=False)  # "session" | "rebalance"
+    member_id: str = field(compare=False)
+    epoch: int = field(compare=False, default=0)
+    cancelled: bool = field(compare=False, default=False)
+
+
+# ------------------------------------------------------------------ coordinator
+
+
+class ConsumerGroupCoordinator:
+    """The coordinator of one consumer-protocol group (one ``ConsumerGroup``).
+
+    Args:
+        group_id: ``group.id`` of the group it hosts.
+        topics: partition count of every existing topic (the metadata image).
+        rng: the seeded generator for member ids.
+        node_id: the broker that hosts it, returned to FindCoordinator.
+        session_timeout_ms: ``group.consumer.session.timeout.ms``.
+        heartbeat_interval_ms: ``group.consumer.heartbeat.interval.ms``.
+        assignors: ``group.consumer.assignors``; the first is the default.
+        max_size: ``group.consumer.max.size``.
+        assignor_lookup: finds a server assignor by name (default: the registry).
+
+    Attributes:
+        group_epoch: the group epoch (0 until the first member joins).
+        assignment_epoch: the epoch of the current target assignment.
+        members: member id -> :class:`GroupMember`.
+        target_assignment: member id -> its target partitions.
+        partition_epochs: partition -> epoch of the member holding it (absent: free).
+        subscription_metadata: partition count of every subscribed, existing topic.
+        committed: the committed offsets (also :attr:`committed_offsets`).
+        state: the :class:`GroupState` after the last input.
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        *,
+        topics: Mapping[str, int],
+        rng: random.Random,
+        node_id: int = 0,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        assignors: Iterable[str] = DEFAULT_ASSIGNORS,
+        max_size: int = DEFAULT_MAX_SIZE,
+        assignor_lookup: Callable[[str], ServerAssignor] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.node_id = node_id
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignors = tuple(assignors)
+        if not self.assignors:
+            raise ValueError("group.consumer.assignors needs at least one assignor")
+        self.max_size = max_size
+        self._lookup = assignor_lookup if assignor_lookup is not None else server_assignor
+        self._rng = rng
+        self._topics: dict[str, int] = dict(topics)
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, GroupMember] = {}
+        self.target_assignment: dict[str, frozenset[TopicPartition]] = {}
+        self.partition_epochs: dict[TopicPartition, int] = {}
+        self.subscription_metadata: dict[str, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+        self.state = GroupState.EMPTY
+        self._metadata_expired = False
+        self._unavailable: Errors | None = None
+        self._timers: list[_Timer] = []
+        self._timer_by_key: dict[tuple[str, str], _Timer] = {}
+        self._timer_seq = 0
+        self._now = 0.0
+        self._emitted_state: tuple[GroupState, int] = (GroupState.EMPTY, 0)
+
+    @classmethod
+    def from_config(
+        cls,
+        group_id: str,
+        config: GroupCoordinatorConfig,
+        *,
+        topics: Mapping[str, int],
+        rng: random.Random,
+        node_id: int = 0,
+        assignor_lookup: Callable[[str], ServerAssignor] | None = None,
+    ) -> ConsumerGroupCoordinator:
+        """A coordinator with the broker's ``group.consumer.*`` settings.
+
+        Args:
+            group_id: the group.
+            config: the broker's group-coordinator settings.
+            topics: partition count of every existing topic.
+            rng: the seeded generator for member ids.
+            node_id: the hosting broker.
+            assignor_lookup: finds a server assignor by name (default: the registry).
+        """
+        return cls(
+            group_id,
+            topics=topics,
+            rng=rng,
+            node_id=node_id,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            assignors=config.group_consumer_assignors,
+            max_size=config.group_consumer_max_size,
+            assignor_lookup=assignor_lookup,
+        )
+
+    # ------------------------------------------------------------------ inputs
+
+    def handle(self, now: float, request: GroupRequest) -> list[Output]:
+        """Handle one request; the first output is its response.
+
+        Args:
+            now: emulated time in ms.
+            request: a FindCoordinator, ConsumerGroupHeartbeat, OffsetCommit
+                or OffsetFetch request.
+
+        Returns:
+            The response, then the events of the state changes it caused.
+
+        Raises:
+            TypeError: a request kind this coordinator does not serve.
+        """
+        self._now = now
+        out: list[Output] = []
+        if isinstance(request, FindCoordinatorRequest):
+            return [FindCoordinatorResponse(request.corr, node_id=self.node_id)]
+        if request.group_id != self.group_id:
+            return [self._error_response(request, Errors.NOT_COORDINATOR, "wrong group")]
+        if self._unavailable is not None:
+            return [self._error_response(request, self._unavailable, "coordinator unavailable")]
+        try:
+            if isinstance(request, ConsumerGroupHeartbeatRequest):
+                response: GroupResponse = self._heartbeat(request, out)
+            elif isinstance(request, OffsetCommitRequest):
+                response = self._offset_commit(request)
+            elif isinstance(request, OffsetFetchRequest):
+                response = self._offset_fetch(request)
+            else:
+                raise TypeError(f"the consumer group coordinator does not serve {request!r}")
+        except ProtocolError as exc:
+            response = self._error_response(request, exc.error, str(exc))
+        out.extend(self._state_events(self._cause(request)))
+        return [response, *out]
+
+    @staticmethod
+    def _cause(request: GroupRequest) -> str:
+        """What a request does to the group, as the reason of a state change."""
+        if not isinstance(request, ConsumerGroupHeartbeatRequest):
+            return "offsets"
+        return {
+            JOIN_GROUP_MEMBER_EPOCH: "join",
+            LEAVE_GROUP_MEMBER_EPOCH: "leave",
+            LEAVE_GROUP_STATIC_MEMBER_EPOCH: "static_leave",
+        }.get(request.member_epoch, "heartbeat")
+
+    def poll(self, now: float) -> list[Output]:
+        """Fire every timer due at ``now`` (session and rebalance timeouts)."""
+        self._now = now
+        out: list[Output] = []
+        while self._timers and self._timers[0].deadline <= now:
+            timer = heapq.heappop(self._timers)
+            if timer.cancelled:
+                continue
+            self._timer_by_key.pop((timer.kind, timer.member_id), None)
+            member = self.members.get(timer.member_id)
+            if member is None:
+                continue
+            if timer.kind == "session":
+                self._fence(member, "session_timeout", out)
+            elif member.member_epoch == timer.epoch:
+                self._fence(member, "rebalance_timeout", out)
+            out.extend(self._state_events(timer.kind + "_timeout"))
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`poll` next has work, if ever."""
+        while self._timers and self._timers[0].cancelled:
+            heapq.heappop(self._timers)
+        return self._timers[0].deadline if self._timers else None
+
+    def update_topics(self, now: float, topics: Mapping[str, int]) -> None:
+        """A new metadata image: the next heartbeat refreshes the subscription metadata."""
+        self._now = now
+        self._topics = dict(topics)
+        self._metadata_expired = True
+
+    def set_unavailable(self, error: Errors | None) -> None:
+        """Answer every group request with ``error`` (e.g. NOT_COORDINATOR), or stop doing so."""
+        if error is not None and error not in (
+            Errors.NOT_COORDINATOR,
+            Errors.COORDINATOR_NOT_AVAILABLE,
+            Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        ):
+            raise ValueError(f"{error.name} is not a coordinator error")
+        self._unavailable = error
+
+    @property
+    def committed_offsets(self) -> Mapping[TopicPartition, int]:
+        """The committed offsets (``__consumer_offsets`` of this group)."""
+        return dict(self.committed)
+
+    def member_by_instance(self, instance_id: str) -> GroupMember | None:
+        """The static member holding ``instance_id``, if any."""
+        for m in self.members.values():
+            if m.instance_id == instance_id:
+                return m
+        return None
+
+    # --------------------------------------------------------------- heartbeat
+
+    def _heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, out: list[Output]
+    ) -> ConsumerGroupHeartbeatResponse:
+        self._validate(req)
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(req, out)
+        create = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        owned = None if req.topic_partitions is None else frozenset(req.topic_partitions)
+        if len(self.members) >= self.max_size and (
+            not req.member_id or req.member_id not in self.members
+        ):
+            raise ProtocolError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.max_size} members.",
+            )
+        member_id = req.member_id or self._new_member_id()
+        if req.instance_id is None:
+            member, joined = self._dynamic_member(member_id, req.member_epoch, owned, create)
+        else:
+            member, joined = self._static_member(
+                member_id, req.member_epoch, req.instance_id, owned, create, out
+            )
+        if joined is not None:
+            out.append(self._emit(EventKind.MEMBER_JOINED, member_id=member_id, reason=joined))
+
+        # 1. Update the member; bump the group epoch on a subscription change.
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            server_assignor=(
+                req.server_assignor if req.server_assignor is not None else member.server_assignor
+            ),
+            subscribed_topic_names=(
+                frozenset(req.subscribed_topic_names)
+                if req.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+        )
+        subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+        bump = self.group_epoch == 0 or subscription_changed
+        group_epoch = self.group_epoch
+        if bump or self._metadata_expired:
+            metadata = self._subscription_metadata(replacing=(member.member_id, updated))
+            if metadata != self.subscription_metadata:
+                bump = True
+                self.subscription_metadata = metadata
+            self._metadata_expired = False
+            if bump:
+                group_epoch += 1
+                self.group_epoch = group_epoch
+        # The member joins the group (with its new subscription) before the
+        # target assignment is computed, as Kafka's records are replayed.
+        self._put_member(updated)
+
+        # 2. Recompute the target assignment of the whole group if needed.
+        if group_epoch > self.assignment_epoch:
+            self._update_target_assignment(group_epoch, out)
+        target = self.target_assignment.get(updated.member_id, frozenset())
+
+        # 3. Reconcile this member only.
+        before_reconcile = updated
+        if not updated.is_reconciled_to(self.assignment_epoch) or subscription_changed:
+            updated = reconcile(
+                updated,
+                target_epoch=self.assignment_epoch,
+                target=target,
+                partition_epoch=self._partition_epoch,
+                owned=owned,
+                subscribed_topics=frozenset(
+                    t for t in updated.subscribed_topic_names if t in self._topics
+                ),
+                has_subscription_changed=subscription_changed,
+            )
+            if updated != before_reconcile:
+                self._put_member(updated)
+                if updated.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule(
+                        "rebalance",
+                        updated.member_id,
+                        updated.rebalance_timeout_ms,
+                        epoch=updated.member_epoch,
+                    )
+                else:
+                    self._cancel("rebalance", updated.member_id)
+        self._schedule("session", updated.member_id, self.session_timeout_ms)
+
+        full = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
+        assignment = None
+        if full or updated.assigned != member.assigned:
+            assignment = tuple(sorted(updated.assigned))
+        return ConsumerGroupHeartbeatResponse(
+            req.corr,
+            member_id=updated.member_id,
+            member_epoch=updated.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    def _validate(self, req: ConsumerGroupHeartbeatRequest) -> None:
+        """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (v0: server-side member ids)."""
+
+        def invalid(message: str) -> ProtocolError:
+            return ProtocolError(Errors.INVALID_REQUEST, message)
+
+        if (req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH) and (
+            not req.member_id.strip()
+        ):
+            raise invalid("MemberId can't be empty.")
+        if not req.group_id.strip():
+            raise invalid("GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id.strip():
+            raise invalid("InstanceId can't be empty.")
+        if req.rack_id is not None and not req.rack_id.strip():
+            raise invalid("RackId can't be empty.")
+        if req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or req.topic_partitions:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if not req.subscribed_topic_names:
+                raise invalid("SubscribedTopicNames must be set in first request.")
+        elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise invalid("MemberEpoch is invalid.")
+        if req.server_assignor is not None and req.server_assignor not in self.assignors:
+            raise ProtocolError(
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(self.assignors)}.",
+            )
+
+    def _dynamic_member(
+        self,
+        member_id: str,
+        epoch: int,
+        owned: frozenset[TopicPartition] | None,
+        create: bool,
+    ) -> tuple[GroupMember, str | None]:
+        """``getOrMaybeSubscribeDynamicConsumerGroupMember``.
+
+        Returns:
+            The member, and why it joins (``new``, ``rejoin``) or None.
+        """
+        member = self.members.get(member_id)
+        if member is None:
+            if not create:
+                raise ProtocolError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {self.group_id}.",
+                )
+            return GroupMember(member_id), "new"
+        self._check_epoch(member, epoch, owned)
+        return member, "rejoin" if create else None
+
+    def _static_member(
+        self,
+        member_id: str,
+        epoch: int,
+        instance_id: str,
+        owned: frozenset[TopicPartition] | None,
+        create: bool,
+        out: list[Output],
+    ) -> tuple[GroupMember, str | None]:
+        """``getOrMaybeSubscribeStaticConsumerGroupMember``.
+
+        Returns:
+            The member, and why it joins (``new``, ``rejoin``) or None (a
+            replacement records its own events).
+        """
+        existing = self.member_by_instance(instance_id)
+        if create:
+            if existing is None:
+                member = self.members.get(member_id)
+                if member is not None:  # getOrMaybeCreateMember returns it as is
+                    return member, "rejoin"
+                return GroupMember(member_id, instance_id=instance_id), "new"
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise ProtocolError(
+                    Errors.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the "
+                    f"group because the instance id is owned by {existing.member_id} member.",
+                )
+            # Replace the member that left temporarily: same state, assignment
+            # and target, under the new member id, at epoch 0.
+            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            self._remove_member(existing)
+            target = self.target_assignment.pop(existing.member_id, None)
+            if target is not None:
+                self.target_assignment[member_id] = target
+            self._put_member(new)
+            out.append(
+                self._emit(
+                    EventKind.MEMBER_REMOVED,
+                    member_id=existing.member_id,
+                    reason="static_replace",
+                    detail=f"instance_id={instance_id} replaced_by={member_id}",
+                )
+            )
+            out.append(
+                self._emit(
+                    EventKind.MEMBER_JOINED,
+                    member_id=member_id,
+                    reason="static_replace",
+                    detail=f"instance_id={instance_id} replaces={existing.member_id}",
+                )
+            )
+            return new, None
+        if existing is None:
+            raise ProtocolError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise ProtocolError(
+                Errors.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by "
+                f"member {existing.member_id}.",
+            )
+        self._check_epoch(existing, epoch, owned)
+        return existing, None
+
+    @staticmethod
+    def _check_epoch(
+        member: GroupMember, received: int, owned: frozenset[TopicPartition] | None
+    ) -> None:
+        """``throwIfConsumerGroupMemberEpochIsInvalid`` (with the KAFKA-19233 rejoin)."""
+        if received == JOIN_GROUP_MEMBER_EPOCH:
+            return
+        if received > member.member_epoch:
+            raise ProtocolError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the "
+                f"one known by the group coordinator ({member.member_epoch}). "
+                "The member must abandon all its partitions and rejoin.",
+            )
+        if received < member.member_epoch and (
+            received != member.previous_member_epoch
+            or owned is None
+            or not owned <= member.assigned
+        ):
+            raise ProtocolError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({received}) than the "
+                f"one known by the group coordinator ({member.member_epoch}). "
+                "The member must abandon all its partitions and rejoin.",
+            )
+
+    def _leave(
+        self, req: ConsumerGroupHeartbeatRequest, out: list[Output]
+    ) -> ConsumerGroupHeartbeatResponse:
+        """``consumerGroupLeave``: -1 fences the member; -2 parks a static member."""
+        if req.instance_id is None:
+            member = self.members.get(req.member_id)
+            if member is None:
+                raise ProtocolError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {self.group_id}.",
+                )
+            self._fence(member, "leave", out)
+        else:
+            member = self.member_by_instance(req.instance_id)
+            if member is None:
+                raise ProtocolError(
+                    Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if member.member_id != req.member_id:
+                raise ProtocolError(
+                    Errors.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was "
+                    f"fenced by member {member.member_id}.",
+                )
+            if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # consumerGroupStaticMemberGroupLeave: keep it (and its
+                # partitions) at epoch -2 until its session expires.
+                # Not removed: GROUP_STATE_CHANGED (reason static_leave) records it.
+                self._put_member(
+                    replace(
+                        member,
+                        member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                        pending_revocation=frozenset(),
+                    )
+                )
+            else:
+                self._fence(member, "leave", out)
+        return ConsumerGroupHeartbeatResponse(
+            req.corr, member_id=req.member_id, member_epoch=req.member_epoch
+        )
+
+    # ---------------------------------------------------------------- offsets
+
+    def _offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+        """``OffsetMetadataManager.commitOffset`` with ``ConsumerGroup.validateOffsetCommit``."""
+        epoch = req.generation_id_or_member_epoch
+        if not (epoch < 0 and not self.members):
+            member = self.members.get(req.member_id)
+            if member is None:
+                raise ProtocolError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {self.group_id}.",
+                )
+            if epoch != member.member_epoch:
+                raise ProtocolError(
+                    Errors.STALE_MEMBER_EPOCH,
+                    f"The received member epoch {epoch} does not match the expected member "
+                    f"epoch {member.member_epoch}.",
+                )
+        for tp, offset in sorted(req.offsets.items()):
+            self.committed[tp] = offset
+        return OffsetCommitResponse(
+            req.corr, partition_errors={tp: Errors.NONE for tp in req.offsets}
+        )
+
+    def _offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+        """``OffsetMetadataManager.fetchOffsets`` with ``ConsumerGroup.validateOffsetFetch``."""
+        epoch = -1 if req.member_epoch is None else req.member_epoch
+        if not (req.member_id is None and epoch < 0):
+            member = self.members.get(req.member_id or "")
+            if member is None:
+                raise ProtocolError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {self.group_id}.",
+                )
+            if epoch != member.member_epoch:
+                raise ProtocolError(
+                    Errors.STALE_MEMBER_EPOCH,
+                    f"The received member epoch {epoch} does not match the expected member "
+                    f"epoch {member.member_epoch}.",
+                )
+        wanted = req.partitions or tuple(sorted(self.committed))
+        return OffsetFetchResponse(req.corr, offsets={tp: self.committed.get(tp) for tp in wanted})
+
+    # ------------------------------------------------------------- group state
+
+    def _new_member_id(self) -> str:
+        """``Uuid.randomUuid().toString()``: 16 random bytes, URL-safe base64, no padding."""
+        raw = self._rng.getrandbits(128).to_bytes(16, "big")
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    def _partition_epoch(self, tp: TopicPartition) -> int:
+        return self.partition_epochs.get(tp, NO_PARTITION_EPOCH)
+
+    def _put_member(self, new: GroupMember) -> None:
+        """``ConsumerGroup.updateMember``, keeping the partition epochs consistent."""
+        old = self.members.get(new.member_id)
+        if old is not None:
+            self._remove_partition_epochs(old)
+        for tp in new.assigned | new.pending_revocation:
+            prev = self.partition_epochs.get(tp)
+            if prev is not None:
+                raise AssertionError(
+                    f"Cannot set the epoch of {tp} to {new.member_epoch} because the partition "
+                    f"is still owned at epoch {prev}"
+                )
+            self.partition_epochs[tp] = new.member_epoch
+        self.members[new.member_id] = new
+
+    def _remove_partition_epochs(self, old: GroupMember) -> None:
+        for tp in old.assigned | old.pending_revocation:
+            prev = self.partition_epochs.pop(tp, None)
+            if prev != old.member_epoch:
+                raise AssertionError(
+                    f"Cannot remove the epoch {old.member_epoch} from {tp} because the "
+                    f"partition is still owned at a different epoch {prev}"
+                )
+
+    def _remove_member(self, member: GroupMember) -> None:
+        """Drop the member, its partition epochs and its timers (no epoch bump)."""
+        self._remove_partition_epochs(member)
+        del self.members[member.member_id]
+        self._cancel("session", member.member_id)
+        self._cancel("rebalance", member.member_id)
+
+    def _fence(self, member: GroupMember, reason: str, out: list[Output]) -> None:
+        """``consumerGroupFenceMember``: remove the member and bump the group epoch."""
+        self._remove_member(member)
+        self.target_assignment.pop(member.member_id, None)
+        self.subscription_metadata = self._subscription_metadata()
+        self.group_epoch += 1
+        out.append(
+            self._emit(
+                EventKind.MEMBER_REMOVED,
+                member_id=member.member_id,
+                reason=reason,
+                generation=member.member_epoch,
+                partitions=format_partitions(member.assigned | member.pending_revocation),
+            )
+        )
+
+    def _subscription_metadata(
+        self, replacing: tuple[str, GroupMember] | None = None
+    ) -> dict[str, int]:
+        """Partition counts of the existing topics some member subscribes to."""
+        members = dict(self.members)
+        if replacing is not None:
+            members[replacing[0]] = replacing[1]
+        subscribed = set().union(*(m.subscribed_topic_names for m in members.values()))
+        return {t: self._topics[t] for t in sorted(subscribed) if t in self._topics}
+
+    def preferred_assignor(self) -> str:
+        """``computePreferredServerAssignor``: the most used, else the default (ties by name)."""
+        counts = Counter(
+            m.server_assignor for m in self.members.values() if m.server_assignor is not None
+        )
+        if not counts:
+            return self.assignors[0]
+        best = max(counts.values())
+        return min(name for name, n in counts.items() if n == best)
+
+    def _update_target_assignment(self, group_epoch: int, out: list[Output]) -> None:
+        """``updateTargetAssignment`` through ``TargetAssignmentBuilder``."""
+        topics = dict(self.subscription_metadata)
+        spec = GroupSpec(
+            {
+                mid: MemberSpec(
+                    subscribed_topics=m.subscribed_topic_names,
+                    instance_id=m.instance_id,
+                    assignment=self.target_assignment.get(mid, frozenset()),
+                    rack_id=m.rack_id,
+                )
+                for mid, m in sorted(self.members.items())
+            }
+        )
+        name = self.preferred_assignor()
+        new = self._lookup(name).assign(spec, topics)
+        result = {mid: frozenset(new.get(mid, frozenset())) for mid in spec.members}
+        for mid, parts in result.items():
+            if parts != self.target_assignment.get(mid):
+                out.append(
+                    self._emit(
+                        EventKind.TARGET_ASSIGNMENT,
+                        member_id=mid,
+                        group_epoch=group_epoch,
+                        count=len(parts),
+                        partitions=format_partitions(parts),
+                        detail=f"assignor={name}",
+                    )
+                )
+        self.target_assignment = result
+        self.assignment_epoch = group_epoch
+
+    def _compute_state(self) -> GroupState:
+        """``maybeUpdateGroupState``."""
+        if not self.members:
+            return GroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return GroupState.ASSIGNING
+        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return GroupState.RECONCILING
+        return GroupState.STABLE
+
+    def _state_events(self, reason: str) -> list[Output]:
+        self.state = self._compute_state()
+        now = (self.state, self.group_epoch)
+        if now == self._emitted_state:
+            return []
+        self._emitted_state = now
+        return [
+            self._emit(
+                EventKind.GROUP_STATE_CHANGED,
+                state=self.state.value,
+                group_epoch=self.group_epoch,
+                generation=self.group_epoch,
+                count=len(self.members),
+                reason=reason,
+                detail=f"assignment_epoch={self.assignment_epoch}",
+            )
+        ]
+
+    # ------------------------------------------------------------------ timers
+
+    def _schedule(self, kind: str, member_id: str, delay_ms: float, epoch: int = 0) -> None:
+        self._cancel(kind, member_id)
+        self._timer_seq += 1
+        timer = _Timer(self._now + delay_ms, self._timer_seq, kind, member_id, epoch)
+        self._timer_by_key[(kind, member_id)] = timer
+        heapq.heappush(self._timers, timer)
+
+    def _cancel(self, kind: str, member_id: str) -> None:
+        timer = self._timer_by_key.pop((kind, member_id), None)
+        if timer is not None:
+            timer.cancelled = True
+
+    def session_deadline(self, member_id: str) -> float | None:
+        """When the member's session expires, if it has one."""
+        timer = self._timer_by_key.get(("session", member_id))
+        return None if timer is None else timer.deadline
+
+    def rebalance_deadline(self, member_id: str) -> float | None:
+        """When the member's rebalance timeout fires, if it is armed."""
+        timer = self._timer_by_key.get(("rebalance", member_id))
+        return None if timer is None else timer.deadline
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _emit(self, kind: EventKind, **fields: object) -> Emit:
+        base: dict[str, object] = {"group": self.group_id}
+        base.update(fields)
+        return Emit(kind, base)
+
+    @staticmethod
+    def _error_response(request: GroupRequest, error: Errors, message: str) -> GroupResponse:
+        if isinstance(request, ConsumerGroupHeartbeatRequest):
+            return ConsumerGroupHeartbeatResponse(request.corr, error=error, error_message=message)
+        if isinstance(request, OffsetCommitRequest):
+            return OffsetCommitResponse(
+                request.corr, error=error, partition_errors={tp: error for tp in request.offsets}
+            )
+        if isinstance(request, OffsetFetchRequest):
+            return OffsetFetchResponse(request.corr, error=error)
+        if isinstance(request, FindCoordinatorRequest):
+            return FindCoordinatorResponse(request.corr, error=error)
+        return GroupResponse(request.corr, error=error)
+
+
+def make_consumer_coordinator(
+    group_id: str,
+    props: Mapping[str, object],
+    rng: random.Random,
+    broker_id: int,
+    partitions_per_topic: Mapping[str, int],
+) -> ConsumerGroupCoordinator:
+    """A KIP-848 coordinator from broker properties (for the actors).
+
+    Args:
+        group_id: the group.
+        props: broker properties by Kafka name (``group.consumer.*``; others ignored).
+        rng: the seeded generator for member ids.
+        broker_id: the hosting broker.
+        partitions_per_topic: the metadata image.
+
+    Raises:
+        ValueError: a property of the wrong type or range.
+    """
+    return ConsumerGroupCoordinator.from_config(
+        group_id,
+        GroupCoordinatorConfig.from_kafka(props),
+        topics=partitions_per_topic,
+        rng=rng,
+        node_id=broker_id,
+    )

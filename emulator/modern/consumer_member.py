@@ -1,0 +1,1245 @@
+"""The KIP-848 consumer (``group.protocol=consumer``) as a sans-I/O state machine.
+
+This is the membership half of Kafka's new consumer
+(``clients/.../consumer/internals/AbstractMembershipManager``,
+``ConsumerMembershipManager``, ``ConsumerHeartbeatRequestManager``,
+``AbstractHeartbeatRequestManager``, ``CoordinatorRequestManager`` and the
+auto-commit of ``CommitRequestManager``; kafka-protocols.md C2, C5) without
+its threads and sockets. It is fed responses, application polls and the
+passing of time, and returns requests (FindCoordinator, ConsumerGroupHeartbeat,
+OffsetCommit, OffsetFetch) and effects (StartFetching, StopFetching, Emit).
+
+What it reproduces:
+
+* **States** (``MemberState``): UNSUBSCRIBED, JOINING, RECONCILING,
+  ACKNOWLEDGING, STABLE, FENCED, PREPARE_LEAVING, LEAVING, FATAL, STALE.
+* **Heartbeats.** One in flight at a time, ``HeartbeatIntervalMs`` after the
+  previous one was sent (and not before its answer), or at once when JOINING,
+  ACKNOWLEDGING or LEAVING. A
+  request carries only what changed since the last one (``HeartbeatState``):
+  all fields when joining, the owned partitions only after a reconciliation.
+* **Reconciliation.** A new target assignment starts it: stop fetching what
+  is revoked, commit the consumed offsets (``enable.auto.commit``), revoke
+  (PARTITIONS_REVOKED, OWNERSHIP_RELEASED), fetch the committed offsets of
+  the added partitions and assign them (StartFetching, PARTITIONS_ASSIGNED,
+  OWNERSHIP_CLAIMED), then ACKNOWLEDGING: the next heartbeat reports the new
+  owned set. A reconciliation overtaken by a fence or a rejoin is abandoned.
+* **Errors.** FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID: FENCED, every
+  partition is lost, rejoin at epoch 0 with the same member id.
+  NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE: rediscover the coordinator
+  and heartbeat as soon as it is found. COORDINATOR_LOAD_IN_PROGRESS: retry
+  after ``retry.backoff.ms`` (exponential to ``retry.backoff.max.ms``, 20%
+  jitter). UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, INVALID_REQUEST,
+  GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR and anything unexpected: FATAL.
+* **Poll timer.** ``max.poll.interval.ms`` without :meth:`ConsumerMember.app_polled`
+  sends the leave heartbeat (-1, or -2 for a static member), then the member
+  loses its partitions and stays STALE until the application polls again.
+* **Close.** Commit, revoke everything, send the leave heartbeat (-1; -2 for
+  a static member, whose partitions then stay with it until its session
+  expires or it comes back).
+* **Auto-commit** every ``auto.commit.interval.ms``, reset when a
+  reconciliation completes.
+
+Emulator choices (not Kafka):
+
+* the coordinator generates the member id (K@trunk Oct 2024, before
+  KIP-1082), and a fenced member keeps it when it rejoins;
+* the committed offsets of added partitions are fetched before the
+  reconciliation is acknowledged (Kafka acknowledges after the callbacks and
+  initialises positions afterwards), so an acknowledged partition is fetching;
+* commits carry only offsets that changed since the last commit (Kafka
+  commits every consumed position);
+* the periodic auto-commit waits while a reconciliation runs (that
+  reconciliation commits first anyway).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from emulator.events import EventKind, format_partitions
+from emulator.modern.errors import Errors
+from emulator.modern.messages import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    Effect,
+    Emit,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    GroupRequest,
+    GroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    StartFetching,
+    StopFetching,
+    TopicPartition,
+)
+
+Output = GroupRequest | Effect
+
+FATAL_HEARTBEAT_ERRORS = frozenset(
+    {
+        Errors.UNRELEASED_INSTANCE_ID,
+        Errors.FENCED_INSTANCE_ID,
+        Errors.INVALID_REQUEST,
+        Errors.GROUP_MAX_SIZE_REACHED,
+        Errors.UNSUPPORTED_ASSIGNOR,
+    }
+)
+COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
+
+
+@dataclass(frozen=True)
+class Kip848ConsumerConfig:
+    """A consumer's settings for ``group.protocol=consumer``, by Kafka's names.
+
+    ``session.timeout.ms``, ``heartbeat.interval.ms`` and
+    ``partition.assignment.strategy`` do not apply to this protocol (C1): the
+    broker owns the session and heartbeat settings.
+
+    Attributes:
+        group_instance_id: ``group.instance.id`` (static membership).
+        max_poll_interval_ms: ``max.poll.interval.ms`` (300000); also the
+            RebalanceTimeoutMs the member sends.
+        enable_auto_commit: ``enable.auto.commit`` (true).
+        auto_commit_interval_ms: ``auto.commit.interval.ms`` (5000).
+        group_remote_assignor: ``group.remote.assignor`` (null: the broker's default).
+        client_rack: ``client.rack`` (null).
+        retry_backoff_ms: ``retry.backoff.ms`` (100).
+        retry_backoff_max_ms: ``retry.backoff.max.ms`` (1000).
+    """
+
+    group_instance_id: str | None = None
+    max_poll_interval_ms: int = 300000
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    group_remote_assignor: str | None = None
+    client_rack: str | None = None
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+
+    @classmethod
+    def from_kafka(cls, props: Mapping[str, object]) -> Kip848ConsumerConfig:
+        """Build the config from Kafka property names, with Kafka's defaults.
+
+        Raises:
+            ValueError: a value of the wrong type or range, naming the property.
+        """
+
+        def get_int(name: str, default: int) -> int:
+            value = props.get(name)
+            if value is None:
+                return default
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            try:
+                number = int(value)
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {value!r}") from None
+            if number <= 0:
+                raise ValueError(f"{name} must be > 0, got {number}")
+            return number
+
+        def get_str(name: str) -> str | None:
+            value = props.get(name)
+            if value is None:
+                return None
+            text = str(value).strip()
+            if not text:
+                raise ValueError(f"{name} must not be empty")
+            return text
+
+        auto = props.get("enable.auto.commit", True)
+        if isinstance(auto, str) and auto.lower() in ("true", "false"):
+            auto = auto.lower() == "true"
+        if not isinstance(auto, bool):
+            raise ValueError(f"enable.auto.commit must be true or false, got {auto!r}")
+        cfg = cls(
+            group_instance_id=get_str("group.instance.id"),
+            max_poll_interval_ms=get_int("max.poll.interval.ms", 300000),
+            enable_auto_commit=auto,
+            auto_commit_interval_ms=get_int("auto.commit.interval.ms", 5000),
+            group_remote_assignor=get_str("group.remote.assignor"),
+            client_rack=get_str("client.rack"),
+            retry_backoff_ms=get_int("retry.backoff.ms", 100),
+            retry_backoff_max_ms=get_int("retry.backoff.max.ms", 1000),
+        )
+        if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
+            raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
+        return cfg
+
+
+class MemberState(enum.StrEnum):
+    """The client's ``MemberState`` (C5 client side)."""
+
+    UNSUBSCRIBED = "unsubscribed"
+    JOINING = "joining"
+    RECONCILING = "reconciling"
+    ACKNOWLEDGING = "acknowledging"
+    STABLE = "stable"
+    FENCED = "fenced"
+    PREPARE_LEAVING = "prepare_leaving"
+    LEAVING = "leaving"
+    FATAL = "fatal"
+    STALE = "stale"
+
+
+# MemberState.getPreviousValidStates.
+_VALID_FROM: Mapping[MemberState, frozenset[MemberState]] = {
+    MemberState.UNSUBSCRIBED: frozenset(
+        {MemberState.PREPARE_LEAVING, MemberState.LEAVING, MemberState.FENCED}
+    ),
+    MemberState.JOINING: frozenset(
+        {MemberState.FENCED, MemberState.UNSUBSCRIBED, MemberState.STALE}
+    ),
+    MemberState.RECONCILING: frozenset(
+        {
+            MemberState.STABLE,
+            MemberState.JOINING,
+            MemberState.ACKNOWLEDGING,
+            MemberState.RECONCILING,
+        }
+    ),
+    MemberState.ACKNOWLEDGING: frozenset({MemberState.RECONCILING}),
+    MemberState.STABLE: frozenset(
+        {MemberState.JOINING, MemberState.ACKNOWLEDGING, MemberState.RECONCILING}
+    ),
+    MemberState.FENCED: frozenset(
+        {
+            MemberState.JOINING,
+            MemberState.STABLE,
+            MemberState.RECONCILING,
+            MemberState.ACKNOWLEDGING,
+            MemberState.PREPARE_LEAVING,
+            MemberState.LEAVING,
+        }
+    ),
+    MemberState.PREPARE_LEAVING: frozenset(
+        {
+            MemberState.JOINING,
+            MemberState.STABLE,
+            MemberState.RECONCILING,
+            MemberState.ACKNOWLEDGING,
+            MemberState.UNSUBSCRIBED,
+        }
+    ),
+    MemberState.LEAVING: frozenset({MemberState.PREPARE_LEAVING}),
+    MemberState.FATAL: frozenset(
+        {
+            MemberState.JOINING,
+            MemberState.STABLE,
+            MemberState.RECONCILING,
+            MemberState.ACKNOWLEDGING,
+            MemberState.PREPARE_LEAVING,
+            MemberState.LEAVING,
+            MemberState.UNSUBSCRIBED,
+        }
+    ),
+    MemberState.STALE: frozenset({MemberState.LEAVING}),
+}
+
+_CAN_HANDLE_NEW_ASSIGNMENT = frozenset(
+    {MemberState.JOINING, MemberState.RECONCILING, MemberState.ACKNOWLEDGING, MemberState.STABLE}
+)
+_NOT_IN_GROUP = frozenset(
+    {MemberState.UNSUBSCRIBED, MemberState.FENCED, MemberState.FATAL, MemberState.STALE}
+)
+
+
+@dataclass(frozen=True)
+class LocalAssignment:
+    """``AbstractMembershipManager.LocalAssignment``: partitions plus a local epoch.
+
+    The local epoch grows with every new target assignment, so that an
+    acknowledgement is sent even when the partitions are the same as before.
+    """
+
+    local_epoch: int
+    partitions: frozenset[TopicPartition]
+
+    @property
+    def is_none(self) -> bool:
+        """Whether this is ``LocalAssignment.NONE``."""
+        return self.local_epoch == -1
+
+    def update_with(self, partitions: frozenset[TopicPartition]) -> LocalAssignment | None:
+        """The next target assignment, or None when it is the same."""
+        if not self.is_none and self.partitions == partitions:
+            return None
+        return LocalAssignment(self.local_epoch + 1, partitions)
+
+
+NONE_ASSIGNMENT = LocalAssignment(-1, frozenset())
+
+
+@dataclass
+class MemberStats:
+    """Running counters, for live progress; the event log is the record.
+
+    Attributes:
+        heartbeats: heartbeat requests sent (leaves included).
+        joins: heartbeats sent with epoch 0 (joins and rejoins).
+        rebalances: reconciliations started.
+        fenced: times the member was fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+        commits: commits that succeeded.
+        commit_failures: commits that failed (COMMIT_FAILED events).
+    """
+
+    heartbeats: int = 0
+    joins: int = 0
+    rebalances: int = 0
+    fenced: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+
+
+@dataclass
+class _Reconciliation:
+    """One ``maybeReconcile`` run in progress."""
+
+    target: LocalAssignment
+    added: frozenset[TopicPartition]
+    revoked: frozenset[TopicPartition]
+    step: str  # "commit" | "fetch"
+    deadline: float
+    awaiting: int | None = None
+    retry_at: float | None = None
+    attempts: int = 0
+
+
+@dataclass
+class _Commit:
+    """An OffsetCommit in flight or waiting to be retried."""
+
+    reason: str  # "auto" | "reconcile" | "close"
+    offsets: dict[TopicPartition, int]
+    epoch: int
+
+
+class ConsumerMember:
+    """One KIP-848 consumer (the membership and heartbeat managers of the new consumer).
+
+    Args:
+        member: the scenario's name for it (``c-0``), for events.
+        group: ``group.id``.
+        topics: the subscription.
+        config: the consumer settings.
+        rng: the seeded generator for retry jitter.
+        corr_start: the correlation id before this member's first request.
+    """
+
+    def __init__(
+        self,
+        *,
+        member: str,
+        group: str,
+        topics: Iterable[str],
+        config: Kip848ConsumerConfig,
+        rng: random.Random,
+        corr_start: int = 0,
+    ) -> None:
+        self.member = member
+        self.group = group
+        self.topics = tuple(sorted(set(topics)))
+        if not self.topics:
+            raise ValueError("a consumer subscribes to at least one topic")
+        self.config = config
+        self._rng = rng
+        self.state = MemberState.UNSUBSCRIBED
+        self.member_id = ""
+        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        self.coordinator: int | None = None
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.closed = False
+        self.stats = MemberStats()
+        self._now = 0.0
+        self._corr = corr_start
+        # Coordinator discovery (CoordinatorRequestManager).
+        self._find_corr: int | None = None
+        self._find_at: float | None = None
+        self._find_attempts = 0
+        # Heartbeats (AbstractHeartbeatRequestManager / HeartbeatState).
+        self._hb_corr: int | None = None
+        self._hb_interval_ms = 0
+        self._hb_at = 0.0
+        self._hb_attempts = 0
+        self._sent_rebalance_timeout: int | None = None
+        self._sent_topics: tuple[str, ...] | None = None
+        self._sent_assignor: str | None = None
+        self._sent_local: LocalAssignment | None = None
+        # Assignment (AbstractMembershipManager).
+        self._target = NONE_ASSIGNMENT
+        self._current = NONE_ASSIGNMENT
+        self._recon: _Reconciliation | None = None
+        self._rejoined_while_reconciling = False
+        self._poll_timer_expired = False
+        self._poll_deadline: float | None = None
+        # Offsets (CommitRequestManager).
+        self._consumed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._commits: dict[int, _Commit] = {}
+        self._auto_commit_at: float | None = None
+        self._fetches: set[int] = set()
+        self._unsent: list[GroupRequest] = []
+        self._closing = False
+        self._close_commit: int | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------ inputs
+
+    def start(self, now: float) -> list[Output]:
+        """``subscribe`` and the first ``poll``: find the coordinator and join."""
+        if self._started:
+            raise RuntimeError(f"member {self.member} already started")
+        self._started = True
+        self._now = now
+        out: list[Output] = [self._emit(EventKind.CONSUMER_STARTED)]
+        self._poll_deadline = now + self.config.max_poll_interval_ms
+        if self.config.enable_auto_commit:
+            self._auto_commit_at = now + self.config.auto_commit_interval_ms
+        self._transition_to_joining()
+        out.extend(self._pump())
+        return out
+
+    def on_response(self, now: float, response: GroupResponse) -> list[Output]:
+        """The answer to one of this member's requests (matched by ``corr``).
+
+        Responses to requests the member no longer waits for are ignored.
+        """
+        self._now = now
+        out: list[Output] = []
+        corr = response.corr
+        if corr == self._find_corr and isinstance(response, FindCoordinatorResponse):
+            self._find_corr = None
+            out.extend(self._on_find_coordinator(response))
+        elif corr == self._hb_corr and isinstance(response, ConsumerGroupHeartbeatResponse):
+            self._hb_corr = None
+            out.extend(self._on_heartbeat(response))
+        elif corr in self._commits and isinstance(response, OffsetCommitResponse):
+            out.extend(self._on_commit(corr, response))
+        elif corr in self._fetches and isinstance(response, OffsetFetchResponse):
+            self._fetches.discard(corr)
+            out.extend(self._on_offset_fetch(corr, response))
+        elif isinstance(response, ConsumerGroupHeartbeatResponse):
+            # A leave heartbeat's answer, or one we stopped waiting for.
+            return out
+        out.extend(self._pump())
+        return out
+
+    def poll(self, now: float) -> list[Output]:
+        """Let time pass: heartbeats, retries, auto-commit, the poll timer."""
+        self._now = now
+        return self._pump()
+
+    def next_deadline(self) -> float | None:
+        """The emulated time at which :meth:`poll` has work to do, if any."""
+        if self.closed and not self._closing:
+            return None
+        times: list[float] = []
+        if self._needs_coordinator() and self._find_corr is None and self._find_at is not None:
+            times.append(self._find_at)
+        if self.coordinator is not None and not self._skip_heartbeat() and self._hb_corr is None:
+            times.append(self._hb_at)
+        if (
+            self._poll_deadline is not None
+            and self.coordinator is not None
+            and not self._skip_heartbeat()
+            and not self._is_leaving()
+        ):
+            times.append(self._poll_deadline)
+        if self._auto_commit_at is not None and self._can_auto_commit():
+            times.append(self._auto_commit_at)
+        if self._recon is not None and self._recon.retry_at is not None:
+            times.append(self._recon.retry_at)
+        return min(times) if times else None
+
+    def app_polled(self, now: float) -> list[Output]:
+        """The application called ``poll()``: reset the poll timer; a STALE member rejoins."""
+        self._now = now
+        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._poll_timer_expired = False
+        out: list[Output] = []
+        if self.state is MemberState.STALE and not self.closed:
+            self._transition_to_joining()
+        out.extend(self._pump())
+        return out
+
+    def app_processing(self, now: float) -> list[Output]:
+        """``poll()`` returned records: the application processes them until :meth:`app_polled`.
+
+        The poll timer runs from this call. Nothing else waits for the
+        application: without a rebalance listener the new consumer reconciles,
+        commits and heartbeats on its background thread (unlike the classic
+        consumer, whose rebalance happens inside ``poll()``).
+        """
+        return self.app_polled(now)
+
+    def consumed(self, tp: TopicPartition, next_offset: int) -> None:
+        """The application processed ``tp`` up to ``next_offset`` (exclusive).
+
+        Progress on a partition the member no longer owns is dropped, as the
+        new consumer drops the position of a revoked partition.
+        """
+        if tp in self.owned:
+            self._consumed[tp] = next_offset
+
+    def close(self, now: float) -> list[Output]:
+        """``close()``: commit, revoke everything, leave (-1; -2 for a static member)."""
+        self._now = now
+        out: list[Output] = []
+        if self.closed or self._closing:
+            return out
+        self._closing = True
+        self._abort_reconciliation()
+        if self.state in _NOT_IN_GROUP:
+            out.extend(self._release(EventKind.PARTITIONS_LOST, "close"))
+            out.extend(self._finish_close())
+            return out
+        offsets = self._offsets_to_commit()
+        if self.config.enable_auto_commit and offsets and self.member_epoch > 0:
+            corr = self._send_commit("close", offsets, out)
+            self._close_commit = corr
+        else:
+            out.extend(self._close_after_commit())
+        out.extend(self._pump())
+        return out
+
+    @property
+    def is_static(self) -> bool:
+        """Whether ``group.instance.id`` is set."""
+        return self.config.group_instance_id is not None
+
+    @property
+    def target(self) -> frozenset[TopicPartition]:
+        """The last target assignment received from the coordinator."""
+        return self._target.partitions
+
+    @property
+    def committed(self) -> Mapping[TopicPartition, int]:
+        """Offsets this member committed successfully (its last acknowledged view)."""
+        return dict(self._committed)
+
+    # ----------------------------------------------------------------- pumping
+
+    def _pump(self) -> list[Output]:
+        """Do everything that is due now."""
+        out: list[Output] = []
+        if self.closed and not self._closing:
+            return out
+        now = self._now
+        if self._needs_coordinator():
+            if self._find_corr is None and (self._find_at is None or now >= self._find_at):
+                self._find_corr = self._next_corr()
+                self._find_at = None
+                out.append(FindCoordinatorRequest(self._find_corr, self.group))
+        elif self._unsent:
+            out.extend(self._unsent)
+            self._unsent = []
+        out.extend(self._maybe_reconcile())
+        recon = self._recon
+        if recon is not None and recon.retry_at is not None and now >= recon.retry_at:
+            recon.retry_at = None
+            out.extend(self._reconcile_step())
+        out.extend(self._heartbeat_poll())
+        if (
+            self._auto_commit_at is not None
+            and now >= self._auto_commit_at
+            and self._can_auto_commit()
+        ):
+            out.extend(self._auto_commit())
+        return out
+
+    def _needs_coordinator(self) -> bool:
+        if self.coordinator is not None:
+            return False
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL) and not self._closing:
+            return False
+        return not (self.closed and not self._closing)
+
+    # -------------------------------------------------------- coordinator lookup
+
+    def _on_find_coordinator(self, resp: FindCoordinatorResponse) -> list[Output]:
+        out: list[Output] = []
+        if resp.error is not Errors.NONE or resp.node_id < 0:
+            out.append(self._request_error(resp.error, "FindCoordinator"))
+            self._find_at = self._now + self._backoff(self._find_attempts)
+            self._find_attempts += 1
+            return out
+        # RequestState: even after a success the next lookup waits one backoff.
+        self._find_attempts = 0
+        self._find_at = self._now + self._backoff(0)
+        self.coordinator = resp.node_id
+        out.append(self._emit(EventKind.COORDINATOR_FOUND, broker=resp.node_id))
+        return out
+
+    def _mark_coordinator_unknown(self) -> None:
+        self.coordinator = None
+
+    # ----------------------------------------------------------------- heartbeat
+
+    def _skip_heartbeat(self) -> bool:
+        """``shouldSkipHeartbeat``: not an active member of the group."""
+        return self.state in _NOT_IN_GROUP
+
+    def _is_leaving(self) -> bool:
+        return self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
+
+    def _heartbeat_now(self) -> bool:
+        """``shouldHeartbeatNow``."""
+        return self.state in (
+            MemberState.ACKNOWLEDGING,
+            MemberState.LEAVING,
+            MemberState.JOINING,
+        )
+
+    def _heartbeat_poll(self) -> list[Output]:
+        """``AbstractHeartbeatRequestManager.poll``."""
+        out: list[Output] = []
+        if self.coordinator is None or self._skip_heartbeat():
+            if self.state is MemberState.LEAVING:
+                # onHeartbeatRequestSkipped: the leave cannot be sent.
+                self._transition(MemberState.UNSUBSCRIBED)
+                out.extend(self._finish_close())
+            return out
+        if (
+            self._poll_deadline is not None
+            and self._now >= self._poll_deadline
+            and not self._is_leaving()
+        ):
+            # Poll timeout: leave now (even with a heartbeat in flight), then go STALE.
+            self._poll_timer_expired = True
+            self._transition(MemberState.PREPARE_LEAVING)
+            self._abort_reconciliation()
+            out.extend(self._transition_to_sending_leave())
+            out.extend(self._send_heartbeat(leave=True))
+            self._hb_attempts = 0
+            self._hb_at = self._now + self._hb_interval_ms
+            self._reset_sent_fields()
+            return out
+        if self._hb_corr is not None:
+            return out
+        if self._heartbeat_now() or self._now >= self._hb_at:
+            out.extend(self._send_heartbeat(leave=self.state is MemberState.LEAVING))
+        return out
+
+    def _send_heartbeat(self, *, leave: bool) -> list[Output]:
+        """``HeartbeatState.buildRequestData``, then ``onHeartbeatRequestGenerated``."""
+        out: list[Output] = []
+        send_all = self.state is MemberState.JOINING
+        rebalance_timeout = -1
+        if send_all or self._sent_rebalance_timeout != self.config.max_poll_interval_ms:
+            rebalance_timeout = self.config.max_poll_interval_ms
+            self._sent_rebalance_timeout = rebalance_timeout
+        topics: tuple[str, ...] | None = None
+        if send_all or self._sent_topics != self.topics:
+            topics = self.topics
+            self._sent_topics = topics
+        assignor: str | None = None
+        wanted = self.config.group_remote_assignor
+        if wanted is not None and (send_all or self._sent_assignor != wanted):
+            assignor = wanted
+            self._sent_assignor = wanted
+        owned: tuple[TopicPartition, ...] | None = None
+        if send_all or self._current != self._sent_local:
+            owned = tuple(sorted(self._current.partitions))
+            self._sent_local = self._current
+        corr = self._next_corr()
+        self.stats.heartbeats += 1
+        if self.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            self.stats.joins += 1
+        request = ConsumerGroupHeartbeatRequest(
+            corr,
+            self.group,
+            member_id=self.member_id,
+            member_epoch=self.member_epoch,
+            instance_id=self.config.group_instance_id,
+            rack_id=self.config.client_rack if send_all else None,
+            rebalance_timeout_ms=rebalance_timeout,
+            subscribed_topic_names=topics,
+            server_assignor=assignor,
+            topic_partitions=owned,
+        )
+        if not leave:
+            self._hb_corr = corr
+            # makeHeartbeatRequest: the interval counts from the send.
+            self._hb_at = self._now + self._hb_interval_ms
+        out.append(request)
+        # onHeartbeatRequestGenerated.
+        if self.state is MemberState.ACKNOWLEDGING:
+            if self._target == self._current:
+                self._transition(MemberState.STABLE)
+            else:
+                self._transition(MemberState.RECONCILING)
+        elif self.state is MemberState.LEAVING:
+            if self._poll_timer_expired:
+                out.extend(self._transition_to_stale())
+            else:
+                self._transition(MemberState.UNSUBSCRIBED)
+                out.extend(self._finish_close())
+        return out
+
+    def _on_heartbeat(self, resp: ConsumerGroupHeartbeatResponse) -> list[Output]:
+        out: list[Output] = []
+        if resp.error is not Errors.NONE:
+            out.extend(self._on_heartbeat_error(resp))
+            return out
+        self._hb_attempts = 0
+        if resp.heartbeat_interval_ms > 0 and resp.heartbeat_interval_ms != self._hb_interval_ms:
+            # updateHeartbeatIntervalMs: a new interval restarts the timer.
+            self._hb_interval_ms = resp.heartbeat_interval_ms
+            self._hb_at = self._now + self._hb_interval_ms
+        # ConsumerMembershipManager.onHeartbeatSuccess.
+        if self.state is MemberState.LEAVING or self.state in _NOT_IN_GROUP:
+            return out
+        if resp.member_epoch < 0:
+            return out
+        if resp.member_id:
+            self.member_id = resp.member_id
+        self.member_epoch = resp.member_epoch
+        if resp.assignment is not None and self.state in _CAN_HANDLE_NEW_ASSIGNMENT:
+            self._process_assignment(frozenset(resp.assignment))
+        return out
+
+    def _on_heartbeat_error(self, resp: ConsumerGroupHeartbeatResponse) -> list[Output]:
+        """``AbstractHeartbeatRequestManager.onErrorResponse``."""
+        error = resp.error
+        out: list[Output] = [self._request_error(error, "ConsumerGroupHeartbeat")]
+        self._reset_sent_fields()
+        if error in COORDINATOR_ERRORS:
+            self._mark_coordinator_unknown()
+            self._hb_attempts = 0
+            self._hb_at = self._now  # heartbeat as soon as the coordinator is found
+        elif error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            self._hb_at = self._now + self._backoff(self._hb_attempts)
+            self._hb_attempts += 1
+        elif error in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
+            self._hb_attempts = 0
+            self._hb_at = self._now
+            out.extend(self._transition_to_fenced())
+        else:
+            out.extend(self._transition_to_fatal())
+        return out
+
+    def _reset_sent_fields(self) -> None:
+        self._sent_rebalance_timeout = None
+        self._sent_topics = None
+        self._sent_assignor = None
+        self._sent_local = None
+
+    # ------------------------------------------------------------ state changes
+
+    def _transition(self, state: MemberState) -> None:
+        if state is self.state:
+            return
+        if self.state not in _VALID_FROM[state]:
+            raise RuntimeError(
+                f"member {self.member}: invalid transition from {self.state} to {state}"
+            )
+        self.state = state
+
+    def _transition_to_joining(self) -> None:
+        if self.state is MemberState.FATAL:
+            return
+        if self._recon is not None:
+            self._rejoined_while_reconciling = True
+        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        self._transition(MemberState.JOINING)
+        self._target = NONE_ASSIGNMENT
+
+    def _transition_to_fenced(self) -> list[Output]:
+        out: list[Output] = []
+        if self.state is MemberState.PREPARE_LEAVING:
+            self.member_epoch = self._leave_epoch()
+            self._current = NONE_ASSIGNMENT
+            self._transition(MemberState.LEAVING)
+            self._transition(MemberState.UNSUBSCRIBED)
+            out.extend(self._release(EventKind.PARTITIONS_LOST, "fenced"))
+            out.extend(self._finish_close())
+            return out
+        if self.state is MemberState.LEAVING:
+            self._transition(MemberState.UNSUBSCRIBED)
+            out.extend(self._finish_close())
+            return out
+        if self.state in _NOT_IN_GROUP:
+            return out
+        self._transition(MemberState.FENCED)
+        self.stats.fenced += 1
+        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        # Kafka lets the overtaken reconciliation run out (it aborts at its
+        # next step); dropping it at once has the same effect and does not
+        # leave the rejoin waiting on an answer that may never come.
+        self._abort_reconciliation()
+        out.extend(self._release(EventKind.PARTITIONS_LOST, "fenced"))
+        self._current = NONE_ASSIGNMENT
+        if self.state is MemberState.FENCED:
+            self._transition_to_joining()
+        return out
+
+    def _transition_to_fatal(self) -> list[Output]:
+        previous = self.state
+        out: list[Output] = []
+        if previous not in _VALID_FROM[MemberState.FATAL]:
+            return out  # a late error for a member already out of the group
+        self._transition(MemberState.FATAL)
+        self._abort_reconciliation()
+        if previous not in (MemberState.LEAVING, MemberState.PREPARE_LEAVING):
+            out.extend(self._release(EventKind.PARTITIONS_LOST, "fatal"))
+        self._current = NONE_ASSIGNMENT
+        if self._closing:
+            out.extend(self._finish_close())
+        return out
+
+    def _transition_to_sending_leave(self) -> list[Output]:
+        """``transitionToSendingLeaveGroup``: leave epoch, no assignment, LEAVING."""
+        self.member_epoch = self._leave_epoch()
+        self._current = NONE_ASSIGNMENT
+        self._transition(MemberState.LEAVING)
+        return []
+
+    def _transition_to_stale(self) -> list[Output]:
+        """``transitionToStale``: the leave is sent; lose the assignment, wait for a poll."""
+        self._transition(MemberState.STALE)
+        self._abort_reconciliation()
+        out = self._release(EventKind.PARTITIONS_LOST, "poll_timeout")
+        self._current = NONE_ASSIGNMENT
+        self._target = NONE_ASSIGNMENT
+        return out
+
+    def _leave_epoch(self) -> int:
+        return LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
+
+    def _release(self, kind: EventKind, reason: str) -> list[Output]:
+        """Give up every owned partition (lost or revoked) and stop fetching it."""
+        out: list[Output] = []
+        dropped = self.owned
+        if not dropped:
+            return out
+        out.append(StopFetching(tuple(sorted(dropped))))
+        out.append(
+            self._emit(
+                kind,
+                count=len(dropped),
+                partitions=format_partitions(dropped),
+                reason=reason,
+                generation=self.member_epoch,
+            )
+        )
+        for t, p in sorted(dropped):
+            out.append(
+                self._emit(
+                    EventKind.OWNERSHIP_RELEASED,
+                    topic=t,
+                    partition=p,
+                    reason=reason,
+                    generation=self.member_epoch,
+                )
+            )
+        self.owned = frozenset()
+        self._consumed = {}
+        return out
+
+    # ------------------------------------------------------------ reconciliation
+
+    def _process_assignment(self, partitions: frozenset[TopicPartition]) -> None:
+        """``processAssignmentReceived``."""
+        updated = self._target.update_with(partitions)
+        if updated is not None:
+            self._target = updated
+        if self._target != self._current:
+            self._transition(MemberState.RECONCILING)
+        elif self.state in (MemberState.RECONCILING, MemberState.JOINING):
+            self._transition(MemberState.STABLE)
+
+    def _maybe_reconcile(self) -> list[Output]:
+        """``maybeReconcile``: start a reconciliation towards the target if none runs."""
+        out: list[Output] = []
+        if self.state is not MemberState.RECONCILING or self._target == self._current:
+            return out
+        if self._recon is not None:
+            return out
+        target = self._target
+        if not self._current.is_none and target.partitions == self._current.partitions:
+            self._current = target
+            self._transition(MemberState.ACKNOWLEDGING)
+            return out
+        added = target.partitions - self.owned
+        revoked = self.owned - target.partitions
+        self._rejoined_while_reconciling = False
+        self.stats.rebalances += 1
+        self._recon = _Reconciliation(
+            target,
+            added,
+            revoked,
+            step="commit",
+            deadline=self._now + self.config.max_poll_interval_ms,
+        )
+        out.append(
+            self._emit(
+                EventKind.REBALANCE_STARTED,
+                generation=self.member_epoch,
+                count=len(target.partitions),
+                partitions=format_partitions(target.partitions),
+                detail=f"added={format_partitions(added)} revoked={format_partitions(revoked)}",
+            )
+        )
+        if revoked:
+            # markPendingRevocationToPauseFetching.
+            out.append(StopFetching(tuple(sorted(revoked))))
+        out.extend(self._reconcile_step())
+        return out
+
+    def _should_abort(self) -> bool:
+        """``maybeAbortReconciliation``."""
+        if self._recon is None:
+            return True
+        if self.state is not MemberState.RECONCILING or self._rejoined_while_reconciling:
+            self._recon = None
+            self._rejoined_while_reconciling = False
+            return True
+        return False
+
+    def _abort_reconciliation(self) -> None:
+        self._recon = None
+        self._rejoined_while_reconciling = False
+
+    def _reconcile_step(self) -> list[Output]:
+        out: list[Output] = []
+        recon = self._recon
+        if recon is None or self._should_abort():
+            return out
+        if recon.step == "commit":
+            offsets = self._offsets_to_commit()
+            if self.config.enable_auto_commit and offsets and recon.awaiting is None:
+                recon.awaiting = self._send_commit("reconcile", offsets, out)
+                return out
+            recon.step = "revoke"
+        if recon.step == "revoke":
+            if recon.revoked:
+                revoked = recon.revoked & self.owned
+                out.append(
+                    self._emit(
+                        EventKind.PARTITIONS_REVOKED,
+                        count=len(revoked),
+                        partitions=format_partitions(revoked),
+                        generation=self.member_epoch,
+                    )
+                )
+                for t, p in sorted(revoked):
+                    out.append(
+                        self._emit(
+                            EventKind.OWNERSHIP_RELEASED,
+                            topic=t,
+                            partition=p,
+                            reason="revoked",
+                            generation=self.member_epoch,
+                        )
+                    )
+                self.owned = self.owned - revoked
+                for tp in revoked:
+                    self._consumed.pop(tp, None)
+            recon.step = "fetch"
+        if recon.step == "fetch" and recon.added:
+            if recon.awaiting is None:
+                corr = self._next_corr()
+                recon.awaiting = corr
+                self._fetches.add(corr)
+                self._send(
+                    OffsetFetchRequest(
+                        corr,
+                        self.group,
+                        partitions=tuple(sorted(recon.added)),
+                        member_id=self.member_id,
+                        member_epoch=self.member_epoch,
+                    ),
+                    out,
+                )
+            return out
+        out.extend(self._complete_reconciliation({}))
+        return out
+
+    def _on_offset_fetch(self, corr: int, resp: OffsetFetchResponse) -> list[Output]:
+        out: list[Output] = []
+        recon = self._recon
+        if recon is None or recon.awaiting != corr:
+            return out
+        recon.awaiting = None
+        if self._should_abort():
+            return out
+        if resp.error is not Errors.NONE:
+            out.append(self._request_error(resp.error, "OffsetFetch"))
+            if resp.error in COORDINATOR_ERRORS:
+                self._mark_coordinator_unknown()
+            recon.retry_at = self._now + self._backoff(recon.attempts)
+            recon.attempts += 1
+            return out
+        out.extend(self._complete_reconciliation(resp.offsets))
+        return out
+
+    def _complete_reconciliation(
+        self, offsets: Mapping[TopicPartition, int | None]
+    ) -> list[Output]:
+        """``assignPartitions`` and the end of ``revokeAndAssign``."""
+        recon = self._recon
+        assert recon is not None
+        out: list[Output] = []
+        added = recon.added - self.owned
+        if added:
+            positions = {tp: offsets.get(tp) for tp in sorted(added)}
+            self.owned = self.owned | added
+            for tp, off in positions.items():
+                if off is not None:
+                    self._consumed[tp] = off
+                    self._committed[tp] = off
+            out.append(StartFetching(positions))
+            out.append(
+                self._emit(
+                    EventKind.PARTITIONS_ASSIGNED,
+                    count=len(added),
+                    partitions=format_partitions(added),
+                    generation=self.member_epoch,
+                )
+            )
+            for t, p in sorted(added):
+                out.append(
+                    self._emit(
+                        EventKind.OWNERSHIP_CLAIMED,
+                        topic=t,
+                        partition=p,
+                        generation=self.member_epoch,
+                        offset_start=-1 if positions[(t, p)] is None else positions[(t, p)],
+                    )
+                )
+        self._current = recon.target
+        self._recon = None
+        self._transition(MemberState.ACKNOWLEDGING)
+        if self.config.enable_auto_commit:
+            self._auto_commit_at = self._now + self.config.auto_commit_interval_ms
+        out.append(
+            self._emit(
+                EventKind.REBALANCE_COMPLETED,
+                generation=self.member_epoch,
+                count=len(self.owned),
+                partitions=format_partitions(self.owned),
+            )
+        )
+        return out
+
+    # ------------------------------------------------------------------ commits
+
+    def _offsets_to_commit(self) -> dict[TopicPartition, int]:
+        return {
+            tp: off
+            for tp, off in sorted(self._consumed.items())
+            if tp in self.owned and self._committed.get(tp) != off
+        }
+
+    def _can_auto_commit(self) -> bool:
+        return (
+            self.config.enable_auto_commit
+            and not self._closing
+            and self.member_epoch > 0
+            and self.state in (MemberState.STABLE, MemberState.ACKNOWLEDGING)
+            and self._recon is None
+            and not any(c.reason == "auto" for c in self._commits.values())
+        )
+
+    def _auto_commit(self) -> list[Output]:
+        out: list[Output] = []
+        interval = self.config.auto_commit_interval_ms
+        while self._auto_commit_at is not None and self._auto_commit_at <= self._now:
+            self._auto_commit_at += interval
+        offsets = self._offsets_to_commit()
+        if offsets:
+            self._send_commit("auto", offsets, out)
+        return out
+
+    def _send_commit(
+        self, reason: str, offsets: dict[TopicPartition, int], out: list[Output]
+    ) -> int:
+        corr = self._next_corr()
+        self._commits[corr] = _Commit(reason, offsets, self.member_epoch)
+        self._send(
+            OffsetCommitRequest(
+                corr,
+                self.group,
+                generation_id_or_member_epoch=self.member_epoch,
+                member_id=self.member_id,
+                group_instance_id=self.config.group_instance_id,
+                offsets=dict(offsets),
+            ),
+            out,
+        )
+        return corr
+
+    def _on_commit(self, corr: int, resp: OffsetCommitResponse) -> list[Output]:
+        commit = self._commits.pop(corr)
+        out: list[Output] = []
+        error = resp.error
+        if error is Errors.NONE:
+            self.stats.commits += 1
+            for (t, p), off in sorted(commit.offsets.items()):
+                if resp.partition_errors.get((t, p), Errors.NONE) is not Errors.NONE:
+                    continue
+                self._committed[(t, p)] = off
+                out.append(
+                    self._emit(
+                        EventKind.OFFSETS_COMMITTED,
+                        topic=t,
+                        partition=p,
+                        offset_end=off,
+                        reason=commit.reason,
+                        generation=commit.epoch,
+                    )
+                )
+        else:
+            out.append(self._request_error(error, "OffsetCommit"))
+            if error in COORDINATOR_ERRORS:
+                self._mark_coordinator_unknown()
+        recon = self._recon
+        if commit.reason == "reconcile" and recon is not None and recon.awaiting == corr:
+            recon.awaiting = None
+            if error is not Errors.NONE and self._retry_reconcile_commit(error, recon):
+                return out
+            if error is not Errors.NONE:
+                out.append(self._commit_failed(error, commit))
+            recon.step = "revoke"
+            out.extend(self._reconcile_step())
+        elif commit.reason == "close" and corr == self._close_commit:
+            self._close_commit = None
+            if error is not Errors.NONE:
+                out.append(self._commit_failed(error, commit))
+            out.extend(self._close_after_commit())
+        elif error is not Errors.NONE:
+            out.append(self._commit_failed(error, commit))
+        return out
+
+    def _retry_reconcile_commit(self, error: Errors, recon: _Reconciliation) -> bool:
+        """``maybeAutoCommitSyncBeforeRebalance``: retry retriable and stale-epoch errors."""
+        if not (error.retriable or error is Errors.STALE_MEMBER_EPOCH):
+            return False
+        retry_at = self._now + self._backoff(recon.attempts)
+        if retry_at > recon.deadline:
+            return False
+        recon.attempts += 1
+        recon.retry_at = retry_at
+        return True
+
+    def _commit_failed(self, error: Errors, commit: _Commit) -> Emit:
+        self.stats.commit_failures += 1
+        return self._emit(
+            EventKind.COMMIT_FAILED,
+            reason=error.name,
+            count=len(commit.offsets),
+            partitions=format_partitions(commit.offsets),
+            generation=commit.epoch,
+            detail=commit.reason,
+        )
+
+    # -------------------------------------------------------------------- close
+
+    def _close_after_commit(self) -> list[Output]:
+        """Release the assignment (revoked when in the group, else lost) and leave."""
+        out: list[Output] = []
+        if self.state in _NOT_IN_GROUP:
+            out.extend(self._release(EventKind.PARTITIONS_LOST, "close"))
+            out.extend(self._finish_close())
+            return out
+        kind = EventKind.PARTITIONS_REVOKED if self.member_epoch > 0 else EventKind.PARTITIONS_LOST
+        out.extend(self._release(kind, "close"))
+        self._transition(MemberState.PREPARE_LEAVING)
+        out.extend(self._transition_to_sending_leave())
+        out.extend(self._pump())
+        return out
+
+    def _finish_close(self) -> list[Output]:
+        if not self._closing or self.closed:
+            return []
+        self.closed = True
+        self._closing = False
+        self._auto_commit_at = None
+        self._poll_deadline = None
+        return [self._emit(EventKind.CONSUMER_STOPPED)]
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _send(self, request: GroupRequest, out: list[Output]) -> None:
+        """Send a request to the coordinator, or hold it until one is known."""
+        if self.coordinator is None:
+            self._unsent.append(request)
+        else:
+            out.append(request)
+
+    def _backoff(self, attempts: int) -> float:
+        """``ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms, 0.2)``."""
+        base = min(
+            float(self.config.retry_backoff_max_ms),
+            self.config.retry_backoff_ms * 2.0 ** max(attempts, 0),
+        )
+        jitter = self._rng.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
+        return base * jitter
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def _request_error(self, error: Errors, what: str) -> Emit:
+        return self._emit(
+            EventKind.REQUEST_ERROR, reason=error.name, detail=what, generation=self.member_epoch
+        )
+
+    def _emit(self, kind: EventKind, **fields: object) -> Emit:
+        base: dict[str, object] = {
+            "group": self.group,
+            "member": self.member,
+            "member_id": self.member_id or None,
+        }
+        base.update(fields)
+        return Emit(kind, base)
+
+
+def make_consumer_member(
+    *,
+    name: str,
+    group: str,
+    topics: Iterable[str],
+    props: Mapping[str, object],
+    server_assignor: str | None = None,
+    corr_start: int = 0,
+) -> ConsumerMember:
+    """A KIP-848 member from Kafka consumer properties (for the actors).
+
+    Args:
+        name: the scenario's member name.
+        group: ``group.id``.
+        topics: the subscription.
+        props: consumer properties by Kafka name; settings that do not apply
+            to ``group.protocol=consumer`` (``session.timeout.ms`` ...) are ignored.
+        server_assignor: ``group.remote.assignor`` unless ``props`` sets it.
+        corr_start: the correlation id before the member's first request.
+
+    Returns:
+        The member, with a generator seeded from ``group`` and ``name``.
+
+    Raises:
+        ValueError: a property of the wrong type or range.
+    """
+    merged = dict(props)
+    if server_assignor is not None:
+        merged.setdefault("group.remote.assignor", server_assignor)
+    return ConsumerMember(
+        member=name,
+        group=group,
+        topics=topics,
+        config=Kip848ConsumerConfig.from_kafka(merged),
+        rng=random.Random(f"{group}/{name}"),
+        corr_start=corr_start,
+    )
