@@ -30,7 +30,13 @@ class BrokerCore:
     """
 
     def __init__(
-        self, broker_id: int, ctx: RunContext, partitions: list[TopicPartition], port: int
+        self,
+        broker_id: int,
+        ctx: RunContext,
+        partitions: list[TopicPartition],
+        port: int,
+        offsets_leaders: dict[int, int] | None = None,
+        partitions_per_topic: dict[str, int] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.ctx = ctx
@@ -42,6 +48,39 @@ class BrokerCore:
         self._zk: Any = None
         self.fetch_calls = 0
         self.produce_calls = 0
+        self.coordinators: Any = None
+        self._timer: Any = None
+        if offsets_leaders and ctx.protocol != "zookeeper":
+            from actors.coordinator_host import CoordinatorHost
+            from actors.protocols import make_coordinator_factory
+
+            factory = make_coordinator_factory(
+                ctx.protocol, dict(ctx.kafka), broker_id, ctx.seed, partitions_per_topic or {}
+            )
+            self.coordinators = CoordinatorHost(
+                broker_id, offsets_leaders, factory, self._emit_group
+            )
+
+    def _emit_group(self, kind: EventKind, **fields: Any) -> None:
+        fields.setdefault("group", self.ctx.group)
+        self.events.emit(kind, **fields)
+
+    async def group_exchange(self, host_key: str, requests: list[Any]) -> list[Any]:
+        """A consumer host's batch of group requests; the answers ready for that host."""
+        if self.coordinators is None:
+            from actors.coordinator_host import _error_response
+            from emulator.modern.errors import Errors
+
+            return [_error_response(r, Errors.COORDINATOR_NOT_AVAILABLE) for r in requests]
+        return self.coordinators.exchange(self.clock.now_ms(), host_key, requests)
+
+    async def _coordinator_timers(self) -> None:
+        import asyncio
+
+        while True:
+            if self.coordinators is not None:
+                self.coordinators.poll(self.clock.now_ms())
+            await asyncio.sleep(0.01)
 
     async def start(self) -> int:
         """Register ``/brokers/ids/<id>`` (ephemeral) and return the broker id."""
@@ -64,6 +103,10 @@ class BrokerCore:
             session_timeout_s=session_s,
         )
         self.events.emit(EventKind.BROKER_STARTED, broker=self.broker_id, count=len(self.log_end))
+        if self.coordinators is not None:
+            import asyncio
+
+            self._timer = asyncio.ensure_future(self._coordinator_timers())
         self.events.flush()
         return self.broker_id
 
@@ -112,23 +155,30 @@ class BrokerCore:
         """Each led partition's log end offset."""
         return dict(self.log_end)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         """Counters for the live display."""
         return {
             "fetch_calls": self.fetch_calls,
             "produce_calls": self.produce_calls,
             "messages": sum(self.log_end.values()),
+            "coordinator": None if self.coordinators is None else self.coordinators.stats(),
         }
 
     async def stop(self) -> None:
         """Close the ZooKeeper session and the event log."""
         if self.events.closed:
             return
+        if self._timer is not None:
+            self._timer.cancel()
         self.events.emit(EventKind.BROKER_STOPPED, broker=self.broker_id)
         if self._zk is not None:
             await self._zk.stop_async()
             self._zk = None
         self.events.close()
+
+    def set_origin(self, origin_wall: float) -> None:
+        """Fix the run's emulated time 0 (called once every actor is up)."""
+        self.clock.rebase(origin_wall)
 
 
 BrokerActor = ray.remote(num_cpus=0)(BrokerCore)

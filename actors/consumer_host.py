@@ -49,6 +49,8 @@ class MemberSpec:
     consumer_id: str
     subscription: dict[str, int]
     use_proxy: bool = False
+    index: int = 0
+    bootstrap: int = 0
 
 
 class ConsumerHostCore:
@@ -85,6 +87,13 @@ class ConsumerHostCore:
         self.retry_deadline_s = max(30.0, 20 * self.session_timeout_s)
         self.rng = random.Random(ctx.seed * 104729 + index)
         self.tick_lag_max_ms = 0.0
+        self._outbox: dict[int, list[Any]] = defaultdict(list)
+        self._awaiting: dict[int, tuple[int, Any]] = {}
+        self._group_inflight: set[int] = set()
+        self._bg: set[asyncio.Task[None]] = set()
+        if ctx.protocol != "zookeeper":
+            # A modern consumer's poll() returns at most max.poll.records.
+            self.max_fetch = min(self.max_fetch, int(str(ctx.kafka.get("max.poll.records", 500))))
 
     # ---------------------------------------------------------------- events
 
@@ -105,6 +114,8 @@ class ConsumerHostCore:
         from zk_registry.legacy_driver import LegacyZkDriver
         from zk_registry.proxy import FaultProxy
 
+        if self.ctx.protocol != "zookeeper":
+            return [self._add_modern(spec) for spec in specs]
         loop = asyncio.get_running_loop()
         started: list[str] = []
         for spec in specs:
@@ -152,18 +163,87 @@ class ConsumerHostCore:
                 state="CONNECTED",
                 member_id=spec.consumer_id,
                 session_id=zk.session_id_hex,
-                duration_ms=None if negotiated is None else float(negotiated),
-                detail="negotiated session timeout (wall ms) in duration_ms",
+                duration_ms=None if negotiated is None else negotiated / self.ctx.time_scale,
+                detail=None
+                if negotiated is None
+                else f"negotiated session timeout {negotiated} wall ms",
             )
             member.apply(machine.start(self.clock.now_ms()))
             started.append(spec.name)
         return started
 
+    def _add_modern(self, spec: MemberSpec) -> str:
+        """Create and start a classic or KIP-848 member."""
+        from actors.modern_member import ModernMember
+        from actors.protocols import make_member_machine
+
+        machine = make_member_machine(
+            self.ctx.protocol,
+            name=spec.name,
+            group=self.ctx.group,
+            topics=sorted(spec.subscription),
+            kafka=dict(self.ctx.kafka),
+            partitions_per_topic=dict(self.ctx.partitions_per_topic),
+            assignor=self.ctx.assignor,
+            static=self.ctx.static_membership,
+            corr_start=(spec.index + 1) * 1_000_000_000,
+        )
+        box: list[Any] = []
+
+        def send(broker: int, req: Any, b: list[Any] = box) -> None:
+            self._outbox[broker].append(req)
+            self._awaiting[req.corr] = (broker, b[0])
+
+        member = ModernMember(
+            spec.name, machine, self._emit, self.clock.now_ms, send, spec.bootstrap
+        )
+        box.append(member)
+        self.members[spec.name] = member
+        member.apply(machine.start(self.clock.now_ms()))
+        return spec.name
+
+    def _exchange_groups(self) -> None:
+        """One group-request call per broker per tick (and for pending answers)."""
+        brokers = set(self._outbox) | {b for b, _ in self._awaiting.values()}
+        for broker in brokers:
+            if broker in self._group_inflight:
+                continue
+            reqs = self._outbox.pop(broker, [])
+            self._group_inflight.add(broker)
+            task = asyncio.ensure_future(self._group_exchange(broker, reqs))
+            self._bg.add(task)
+            task.add_done_callback(self._bg.discard)
+
+    async def _group_exchange(self, broker: int, reqs: list[Any]) -> None:
+        try:
+            answers = await self.brokers[broker].group_exchange.remote(f"host-{self.index}", reqs)
+        except Exception:
+            answers = None
+        finally:
+            self._group_inflight.discard(broker)
+        if answers is None:  # the broker is gone: every request to it is lost
+            for req in reqs:
+                _b, member = self._awaiting.pop(req.corr, (None, None))
+                if member is not None:
+                    member.on_unreachable(req)
+            return
+        for resp in answers:
+            _b, member = self._awaiting.pop(resp.corr, (None, None))
+            if member is not None and member.alive:
+                member.on_response(resp)
+
     async def leave(self, name: str) -> bool:
-        """Graceful shutdown of one consumer: commit, then close its session."""
+        """Graceful shutdown of one consumer: commit, then leave or close its session."""
         member = self.members.get(name)
         if member is None:
             return False
+        if self.ctx.protocol != "zookeeper":
+            member.close()
+            deadline = time.monotonic() + 30.0
+            while not member.machine.closed and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await self._retire(name, "left")
+            return True
         member.apply(member.machine.shutdown(self.clock.now_ms()))
         deadline = time.monotonic() + 10 * max(1.0, self.session_timeout_s)
         while member.machine.state.value != "closed" and time.monotonic() < deadline:
@@ -177,8 +257,8 @@ class ConsumerHostCore:
         if member is None:
             return False
         member.kill()
-        self._emit(EventKind.CONSUMER_CRASHED, member=name, member_id=member.machine.consumer_id)
-        if member.proxy is not None:
+        self._emit(EventKind.CONSUMER_CRASHED, member=name, member_id=member.member_id or None)
+        if getattr(member, "proxy", None) is not None:
             from zk_registry.proxy import ProxyMode
 
             member.proxy.set_mode(ProxyMode.DOWN)
@@ -191,6 +271,13 @@ class ConsumerHostCore:
         self.gone[name] = how
         for tp, end in member.high_water.items():
             self.processed_max[tp] = max(self.processed_max.get(tp, 0), end)
+        if self.ctx.protocol != "zookeeper":
+            mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
+            for corr in mine:
+                del self._awaiting[corr]
+            for broker, reqs in list(self._outbox.items()):
+                self._outbox[broker] = [r for r in reqs if r.corr not in mine]
+            return
         member.driver.stop_watches()
         # After a crash the proxy is down, so closing the client sends no
         # closeSession: the server expires the session after its timeout.
@@ -226,6 +313,8 @@ class ConsumerHostCore:
                 n = member.process(now, self.ctx.processing_ms_per_message)
                 self.processed += n
             self._send_fetches()
+            if self._outbox or self._awaiting:
+                self._exchange_groups()
             next_tick += TICK_S
             await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
 
@@ -234,7 +323,7 @@ class ConsumerHostCore:
         owners: dict[int, list[tuple[LegacyMember, TopicPartition, int]]] = defaultdict(list)
         reset = self.config.auto_offset_reset
         for member in self.members.values():
-            for tp, offset in member.fetch_requests(self.max_chunks):
+            for tp, offset, epoch in member.fetch_requests(self.max_chunks):
                 leader = self.ctx.leaders.get(tp)
                 if leader is None or leader in self._fetch_inflight:
                     pos = member.positions.get(tp)
@@ -242,11 +331,12 @@ class ConsumerHostCore:
                         pos.inflight = False
                     continue
                 by_broker[leader].append((tp[0], tp[1], offset, reset, self.max_fetch))
-                owners[leader].append((member, tp, member.fetch_epoch))
+                owners[leader].append((member, tp, epoch))
         for broker, reqs in by_broker.items():
             self._fetch_inflight.add(broker)
             task = asyncio.ensure_future(self._fetch(broker, reqs, owners[broker]))
-            task.add_done_callback(lambda _t: None)
+            self._bg.add(task)  # a strong reference until it is done
+            task.add_done_callback(self._bg.discard)
 
     async def _fetch(
         self,
@@ -291,11 +381,12 @@ class ConsumerHostCore:
         for m in self.members.values():
             st = m.machine.stats
             rebalances += st.rebalances
-            attempts += st.attempts
-            conflicts += st.conflicts
-            gave_up += st.gave_up
+            attempts += getattr(st, "attempts", 0) or getattr(st, "joins", 0)
+            conflicts += getattr(st, "conflicts", 0)
+            gave_up += getattr(st, "gave_up", 0)
             owned += len(m.machine.owned)
-            states[m.machine.state.value] += 1
+            state = m.machine.state
+            states[str(getattr(state, "value", state))] += 1
         return {
             "members": len(self.members),
             "processed": self.processed,
@@ -319,6 +410,10 @@ class ConsumerHostCore:
     async def owners(self) -> dict[str, list[TopicPartition]]:
         """Each live member's owned partitions (its in-memory topicRegistry)."""
         return {n: sorted(m.machine.owned) for n, m in self.members.items()}
+
+    def set_origin(self, origin_wall: float) -> None:
+        """Fix the run's emulated time 0 (called once every actor is up)."""
+        self.clock.rebase(origin_wall)
 
 
 ConsumerHostActor = ray.remote(num_cpus=0)(ConsumerHostCore)

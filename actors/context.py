@@ -43,6 +43,9 @@ class RunContext:
     leaders: dict[tuple[str, int], int] = field(default_factory=dict)
     processing_ms_per_message: float = 1.0
     validate_events: bool = False
+    partitions_per_topic: dict[str, int] = field(default_factory=dict)
+    assignor: str = "range"
+    static_membership: bool = False
 
     def clock(self) -> ScaledClock:
         """This run's emulated clock."""

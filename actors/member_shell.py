@@ -56,6 +56,7 @@ class FetchPos:
     thread_id: str
     offset: int | None
     inflight: bool = False
+    epoch: int = 0  # which start of fetching this position belongs to
 
 
 class MemberShell:
@@ -84,6 +85,9 @@ class MemberShell:
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
+
+    def on_batch_start(self, tp: TopicPartition) -> None:
+        """The application took a batch of ``tp`` (a modern consumer's poll() returned)."""
 
     def on_idle(self) -> None:
         """The application loop has nothing in hand (modern consumers call poll())."""
@@ -121,14 +125,19 @@ class MemberShell:
         """Fetch these partitions, each for a stream, from an offset (``None``: reset policy)."""
         self.fetch_epoch += 1
         for tp, (thread, off) in positions.items():
-            self.positions[tp] = FetchPos(thread, off)
+            self.positions[tp] = FetchPos(thread, off, epoch=self.fetch_epoch)
             self.streams.setdefault(thread, Stream(thread))
 
-    def fetch_requests(self, max_chunks: int) -> list[tuple[TopicPartition, int | None]]:
-        """Partitions that want a fetch now (their stream's queue has room)."""
+    def fetch_requests(self, max_chunks: int) -> list[tuple[TopicPartition, int | None, int]]:
+        """Partitions that want a fetch now (their stream's queue has room).
+
+        Returns ``(partition, offset, epoch)``; the epoch comes back with the
+        answer, so an answer for a position that was stopped or restarted
+        meanwhile is dropped.
+        """
         if not self.alive or self.paused:
             return []
-        out: list[tuple[TopicPartition, int | None]] = []
+        out: list[tuple[TopicPartition, int | None, int]] = []
         for tp, pos in self.positions.items():
             if pos.inflight:
                 continue
@@ -136,14 +145,14 @@ class MemberShell:
             if stream is None or len(stream.queue) >= max_chunks:
                 continue
             pos.inflight = True
-            out.append((tp, pos.offset))
+            out.append((tp, pos.offset, pos.epoch))
         return out
 
     def fetched(self, tp: TopicPartition, start: int, end: int, epoch: int) -> None:
         """A fetch answer: queue a chunk, advance the position."""
         pos = self.positions.get(tp)
-        if not self.alive or epoch != self.fetch_epoch or pos is None:
-            return
+        if not self.alive or pos is None or epoch != pos.epoch:
+            return  # stopped or restarted since: the answer is stale
         pos.inflight = False
         if start < 0:
             return
@@ -189,6 +198,7 @@ class MemberShell:
                         self.on_idle()
                     break
                 chunk = s.queue.popleft()
+                self.on_batch_start(chunk.tp)
                 start_ms = free_at
                 s.current = InProgress(
                     chunk, start_ms, start_ms + (chunk.end - chunk.start) * cost_ms

@@ -36,7 +36,7 @@ from emulator.events import SCHEMA_VERSION, EventKind
 from emulator.scenario import Scenario
 from emulator.summary import RunSummary, summarize
 
-SUPPORTED_PROTOCOLS = ("zookeeper",)
+SUPPORTED_PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 BASE_BROKER_PORT = 9092
 
 
@@ -141,8 +141,21 @@ class ProtocolRun:
         return f"/rebalance-emu/{self.run_id}/{self.protocol}"
 
     def _context(self, leaders: dict[tuple[str, int], int], origin: float) -> RunContext:
+        from actors.protocols import SPECS, assignor_for
+
         sc = self.scenario
         chroot = self._chroot()
+        generation = SPECS[self.protocol].generation
+        assignor, note = assignor_for(self.protocol, sc.group.assignor)
+        if note and note not in self.notes:
+            self.notes.append(note)
+        if sc.group.static_membership and generation == "zookeeper":
+            note = "static membership does not exist in the 0.8 consumer: ignored"
+            if note not in self.notes:
+                self.notes.append(note)
+        kafka = dict(sc.effective_kafka_config(generation))
+        if generation == "zookeeper":
+            kafka["partition.assignment.strategy"] = assignor
         return RunContext(
             run_id=self.run_id,
             protocol=self.protocol,
@@ -153,8 +166,11 @@ class ProtocolRun:
             zk_hosts=tuple(self.zk_hosts),
             seed=sc.seed,
             group=sc.group.id,
-            kafka=dict(sc.effective_kafka_config("zookeeper")),
+            kafka=kafka,
             leaders=leaders,
+            partitions_per_topic={t.name: t.partitions for t in sc.topics},
+            assignor=assignor,
+            static_membership=sc.group.static_membership and generation != "zookeeper",
             processing_ms_per_message=sc.group.processing_ms_per_message,
             validate_events=self.validate_events,
         )
@@ -241,7 +257,11 @@ class ProtocolRun:
 
     def _run(self) -> None:
         sc = self.scenario
-        (self.dir / "events").mkdir(parents=True, exist_ok=True)
+        events_dir = self.dir / "events"
+        if events_dir.exists():  # --force: this protocol's old logs go, not appended to
+            for old in events_dir.glob("*.msgpack"):
+                old.unlink()
+        events_dir.mkdir(parents=True, exist_ok=True)
         # Emulated time 0 is a little ahead, so every actor is up by then.
         leaders = self._create_topics(",".join(self.zk_hosts), self._chroot())
         plan = sc.membership_plan()
@@ -250,8 +270,7 @@ class ProtocolRun:
         per_host = sc.group.consumers_per_host
         n_hosts = max(1, math.ceil(len(members) / per_host))
         self.member_host = {m: i % n_hosts for i, m in enumerate(members)}
-        n_actors = sc.cluster.brokers + 1 + n_hosts
-        origin = time.time() + 3.0 + 0.8 * n_actors
+        origin = time.time()  # provisional: fixed once every actor is up
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
         log = ctx.writer("orchestrator", clock)
@@ -262,11 +281,26 @@ class ProtocolRun:
                     {"scenario": sc.name, "seed": sc.seed, "time_scale": sc.time_scale}
                 ),
             )
+            offsets_leaders: dict[int, int] = {}
+            if self.protocol != "zookeeper":
+                from emulator.modern.placement import offsets_topic_assignment
+
+                placement = offsets_topic_assignment(
+                    list(range(sc.cluster.brokers)), random.Random(f"{sc.seed}/offsets")
+                )
+                offsets_leaders = {p: replicas[0] for p, replicas in placement.items()}
             for b in range(sc.cluster.brokers):
                 led = [tp for tp, leader in leaders.items() if leader == b]
                 self.brokers[b] = BrokerActor.options(
                     name=f"{self.run_id}-{self.protocol}-b{b}"
-                ).remote(b, ctx, led, BASE_BROKER_PORT + b)
+                ).remote(
+                    b,
+                    ctx,
+                    led,
+                    BASE_BROKER_PORT + b,
+                    offsets_leaders,
+                    {t.name: t.partitions for t in sc.topics},
+                )
             ray.get([h.start.remote() for h in self.brokers.values()], timeout=120)
             topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
             self.producer = ProducerActor.remote(
@@ -281,6 +315,16 @@ class ProtocolRun:
             )
             self.hosts = [ConsumerHostActor.remote(i, ctx, self.brokers) for i in range(n_hosts)]
             ray.get([h.start.remote() for h in self.hosts], timeout=120)
+            # Every actor is up: fix emulated time 0 a moment from now, everywhere.
+            origin = time.time() + 0.5
+            ray.get(
+                [
+                    a.set_origin.remote(origin)
+                    for a in [*self.brokers.values(), self.producer, *self.hosts]
+                ],
+                timeout=60,
+            )
+            clock.rebase(origin)
             wait = clock.wall_at(0.0) - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
@@ -316,9 +360,16 @@ class ProtocolRun:
     def _join(self, names: Any, origin: float, at_s: float, crashers: set[str]) -> None:
         sub = self.scenario.subscription()
         by_host: dict[int, list[MemberSpec]] = {}
+        legacy = self.protocol == "zookeeper"
         for name in names:
+            index = int(name.rsplit("-", 1)[1])
             spec = MemberSpec(
-                name, self._consumer_id(name, origin, at_s), sub, use_proxy=name in crashers
+                name,
+                self._consumer_id(name, origin, at_s) if legacy else name,
+                sub,
+                use_proxy=legacy and name in crashers,
+                index=index,
+                bootstrap=index % self.scenario.cluster.brokers,
             )
             by_host.setdefault(self.member_host[name], []).append(spec)
         ray.get(

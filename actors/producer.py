@@ -167,5 +167,9 @@ class ProducerCore:
         """Counts for the live display."""
         return {"produced": self.produced, "failed": self.failed}
 
+    def set_origin(self, origin_wall: float) -> None:
+        """Fix the run's emulated time 0 (called once every actor is up)."""
+        self.clock.rebase(origin_wall)
+
 
 ProducerActor = ray.remote(num_cpus=0)(ProducerCore)

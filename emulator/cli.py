@@ -49,8 +49,11 @@ def _resolve_scenario(arg: str) -> Path:
     bundled = bundled_scenarios()
     if arg in bundled:
         return Path(str(bundled[arg]))
-    raise ScenarioError(arg, "path", f"no such file, and no bundled scenario {arg!r} "
-                        f"(bundled: {', '.join(sorted(bundled))})")
+    raise ScenarioError(
+        arg,
+        "path",
+        f"no such file, and no bundled scenario {arg!r} (bundled: {', '.join(sorted(bundled))})",
+    )
 
 
 def _protocols(values: Sequence[str] | None) -> list[str]:
@@ -63,8 +66,9 @@ def _protocols(values: Sequence[str] | None) -> list[str]:
             elif item in ALL_PROTOCOLS:
                 names = (item,)
             else:
-                raise ValueError(f"unknown protocol {item!r} (choose from "
-                                 f"{', '.join(ALL_PROTOCOLS)} or all)")
+                raise ValueError(
+                    f"unknown protocol {item!r} (choose from {', '.join(ALL_PROTOCOLS)} or all)"
+                )
             chosen.extend(n for n in names if n not in chosen)
     return chosen
 
@@ -82,8 +86,9 @@ class _LiveStatus:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live("", console=Console(stderr=True), refresh_per_second=4,
-                              transient=False)
+            self._live = Live(
+                "", console=Console(stderr=True), refresh_per_second=4, transient=False
+            )
             self._live.__enter__()
         return self
 
@@ -99,11 +104,13 @@ class _LiveStatus:
         bar = "#" * filled + "-" * (width - filled)
         phase = st.get("phase", "running")
         extra = f" behind {st['behind']}" if phase == "draining" else ""
-        line = (f"[{st.get('protocol')}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
-                f"members {st.get('members', 0)}  produced {st.get('produced', 0)}  "
-                f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}  "
-                f"attempts {st.get('attempts', 0)}  conflicts {st.get('conflicts', 0)}"
-                f"{extra}")
+        line = (
+            f"[{st.get('protocol')}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
+            f"members {st.get('members', 0)}  produced {st.get('produced', 0)}  "
+            f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}  "
+            f"attempts {st.get('attempts', 0)}  conflicts {st.get('conflicts', 0)}"
+            f"{extra}"
+        )
         if self._live is not None:
             self._live.update(line)
         elif time.monotonic() - self._last_plain >= 5.0:
@@ -112,8 +119,16 @@ class _LiveStatus:
 
 
 def _print_summary(results: list[Any], out: Path) -> None:
-    cols = ("rebalances", "attempts", "conflicts", "gave_up", "produced", "processed",
-            "duplicates", "unprocessed")
+    cols = (
+        "rebalances",
+        "attempts",
+        "conflicts",
+        "gave_up",
+        "produced",
+        "processed",
+        "duplicates",
+        "unprocessed",
+    )
     header = f"{'protocol':<22}{'status':<11}" + "".join(f"{c:>12}" for c in cols)
     print(header)
     for r in results:
@@ -134,20 +149,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_USAGE)
     except (ValueError, OSError) as exc:
         return _fail(str(exc), EXIT_USAGE)
-    out = Path(args.out) if args.out else Path("runs") / (
-        f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs") / (f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
     if out.exists() and any(out.iterdir()) and not args.force:
-        return _fail(f"--out {out} exists and is not empty (use --force to write into it)",
-                     EXIT_USAGE)
+        return _fail(
+            f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
+        )
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     orch = importlib.import_module("actors.orchestrator")
-    print(f"running {scenario.name} ({scenario.duration_s:g} emulated s at time scale "
-          f"{scenario.time_scale:g}) under {', '.join(protocols)} -> {out}", file=sys.stderr)
+    print(
+        f"running {scenario.name} ({scenario.duration_s:g} emulated s at time scale "
+        f"{scenario.time_scale:g}) under {', '.join(protocols)} -> {out}",
+        file=sys.stderr,
+    )
     try:
         with _LiveStatus() as live:
-            results = orch.run_scenario(scenario, protocols, out, zookeeper=args.zookeeper,
-                                        ray_address=args.ray_address, status=live)
+            results = orch.run_scenario(
+                scenario,
+                protocols,
+                out,
+                zookeeper=args.zookeeper,
+                ray_address=args.ray_address,
+                status=live,
+            )
     except orch.RunError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
@@ -164,9 +192,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """
     orch = importlib.import_module("actors.orchestrator")
     ns = argparse.Namespace(
-        scenario=args.scenario, protocol=list(orch.SUPPORTED_PROTOCOLS),
+        scenario=args.scenario,
+        protocol=list(orch.SUPPORTED_PROTOCOLS),
         out=args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"),
-        zookeeper=None, ray_address=None, force=False)
+        zookeeper=None,
+        ray_address=None,
+        force=False,
+    )
     return cmd_run(ns)
 
 
@@ -183,26 +215,46 @@ def cmd_scenarios(_args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``rebalance-emu``."""
-    parser = _Parser(prog="rebalance-emu", description=(
-        "Emulate Kafka consumer-group coordination: the legacy ZooKeeper consumer "
-        "against the broker-coordinated protocols."))
+    parser = _Parser(
+        prog="rebalance-emu",
+        description=(
+            "Emulate Kafka consumer-group coordination: the legacy ZooKeeper consumer "
+            "against the broker-coordinated protocols."
+        ),
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario under one or more protocols")
     run.add_argument("scenario", help="a scenario file, or the name of a bundled one")
-    run.add_argument("--protocol", action="append", metavar="P",
-                     help=f"protocol to run, repeatable or comma-separated: "
-                          f"{', '.join(ALL_PROTOCOLS)}, all (default zookeeper)")
+    run.add_argument(
+        "--protocol",
+        action="append",
+        metavar="P",
+        help=f"protocol to run, repeatable or comma-separated: "
+        f"{', '.join(ALL_PROTOCOLS)}, all (default zookeeper)",
+    )
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/<name>-<time>)")
-    run.add_argument("--zookeeper", metavar="CONNECT",
-                     help="use this ZooKeeper instead of starting an embedded one")
-    run.add_argument("--ray-address", metavar="ADDR",
-                     help="join this Ray cluster (auto, or host:port) instead of a local Ray")
+    run.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        help="use this ZooKeeper instead of starting an embedded one",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="join this Ray cluster (auto, or host:port) instead of a local Ray",
+    )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     run.set_defaults(func=cmd_run)
-    demo = sub.add_parser("demo", help="run the quickstart under every built protocol, "
-                          "on an embedded ZooKeeper and a local Ray")
-    demo.add_argument("--scenario", default="quickstart",
-                      help="a bundled scenario name or a file (default quickstart)")
+    demo = sub.add_parser(
+        "demo",
+        help="run the quickstart under every built protocol, "
+        "on an embedded ZooKeeper and a local Ray",
+    )
+    demo.add_argument(
+        "--scenario",
+        default="quickstart",
+        help="a bundled scenario name or a file (default quickstart)",
+    )
     demo.add_argument("--out", metavar="DIR", help="run directory (default runs/demo-<time>)")
     demo.set_defaults(func=cmd_demo)
     scen = sub.add_parser("scenarios", help="list the bundled scenarios")

@@ -58,6 +58,15 @@ class ScaledClock:
         # do not jump with NTP.
         self._mono_origin = time.monotonic() - (time.time() - origin_wall)
 
+    def rebase(self, origin_wall: float) -> None:
+        """Move emulated time 0 to ``origin_wall`` (``time.time()``), in place.
+
+        The orchestrator starts every actor first and then fixes the run's
+        origin, so that slow actor start-up never eats into the timeline.
+        """
+        self.origin_wall = origin_wall
+        self._mono_origin = time.monotonic() - (time.time() - origin_wall)
+
     def now_ms(self) -> float:
         """Emulated ms since the run's origin."""
         return (time.monotonic() - self._mono_origin) * 1000.0 / self.time_scale

@@ -37,6 +37,8 @@ Format, with every default::
     streams_per_consumer = 1     # the legacy numStreams, >= 1
     processing_ms_per_message = 1.0   # >= 0
     consumers_per_host = 50      # emulated consumers per host actor, >= 1
+    static_membership = false    # classic/consumer: group.instance.id = "<group>-<member>"
+    assignor = "..."             # override the protocol's assignor (client or server side)
 
     [kafka]                      # any key of KAFKA_CONFIG_KEYS, with its Kafka type
     "rebalance.max.retries" = 4
@@ -106,6 +108,14 @@ PROTOCOLS: Final = ("zookeeper", "classic", "consumer")
 """The generations, by Kafka's ``group.protocol`` naming (``zookeeper`` is the 0.8 consumer)."""
 
 ACTIONS: Final = ("join", "leave", "crash")
+ASSIGNOR_NAMES: Final = (
+    "range",
+    "roundrobin",
+    "sticky",
+    "cooperative-sticky",
+    "uniform",
+)
+"""Assignors ``[group].assignor`` may name: client-side (classic) and server-side (KIP-848)."""
 PARTITIONERS: Final = ("round-robin", "key-hash", "explicit")
 ZOOKEEPER_ENSEMBLE_SIZES: Final = (1, 3, 5)
 INT32_MAX: Final = 2**31 - 1
@@ -599,6 +609,8 @@ class GroupSpec:
     streams_per_consumer: int = 1
     processing_ms_per_message: float = 1.0
     consumers_per_host: int = 50
+    static_membership: bool = False
+    assignor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -828,6 +840,8 @@ class Scenario:
                 "streams_per_consumer": self.group.streams_per_consumer,
                 "processing_ms_per_message": self.group.processing_ms_per_message,
                 "consumers_per_host": self.group.consumers_per_host,
+                "static_membership": self.group.static_membership,
+                "assignor": self.group.assignor,
             },
             "kafka": dict(sorted(self.kafka.items())),
             "kafka_effective": {p: self.effective_kafka_config(p) for p in PROTOCOLS},
@@ -1203,9 +1217,17 @@ class _Parser:
                 "streams_per_consumer",
                 "processing_ms_per_message",
                 "consumers_per_host",
+                "static_membership",
+                "assignor",
             ),
             _in_section("group"),
         )
+        static = table.get("static_membership", False)
+        if not isinstance(static, bool):
+            self.must("[group].static_membership", "true or false", static)
+        assignor: str | None = None
+        if "assignor" in table:
+            assignor = self.choice(table, "assignor", "[group].assignor", None, ASSIGNOR_NAMES)
         group_id = self.string(
             table,
             "id",
@@ -1233,6 +1255,8 @@ class _Parser:
             consumers_per_host=self.integer(
                 table, "consumers_per_host", "[group].consumers_per_host", 50, 1
             ),
+            static_membership=static,
+            assignor=assignor,
         )
 
     def kafka(self, table: dict[str, object]) -> dict[str, KafkaValue]:

@@ -313,11 +313,7 @@ class LegacyConsumer:
     @property
     def outstanding(self) -> list[int]:
         """Request ids the driver still owes an answer to."""
-        return [
-            ch.waiting_rid
-            for ch in self._channels
-            if ch.waiting_rid is not None
-        ]
+        return [ch.waiting_rid for ch in self._channels if ch.waiting_rid is not None]
 
     # ---------------------------------------------------------------- plumbing
 
@@ -518,7 +514,10 @@ class LegacyConsumer:
             self._raise_on_error(res)
             for t, p in released:
                 yield self._emit(
-                    EventKind.OWNERSHIP_RELEASED, topic=t, partition=p, reason="release",
+                    EventKind.OWNERSHIP_RELEASED,
+                    topic=t,
+                    partition=p,
+                    reason="release",
                     thread_id=self.owned.get((t, p)),
                 )
         self.owned.clear()
@@ -553,15 +552,22 @@ class LegacyConsumer:
             claim = res.value
             for t, p in claim.created:
                 yield self._emit(
-                    EventKind.OWNERSHIP_CLAIMED, topic=t, partition=p,
-                    thread_id=decision[(t, p)], attempt=attempt,
+                    EventKind.OWNERSHIP_CLAIMED,
+                    topic=t,
+                    partition=p,
+                    thread_id=decision[(t, p)],
+                    attempt=attempt,
                 )
             if claim.conflicts:
                 self.stats.conflicts += len(claim.conflicts)
                 for (t, p), holder in sorted(claim.conflicts.items()):
                     yield self._emit(
-                        EventKind.CLAIM_CONFLICT, topic=t, partition=p, attempt=attempt,
-                        thread_id=decision[(t, p)], detail=holder,
+                        EventKind.CLAIM_CONFLICT,
+                        topic=t,
+                        partition=p,
+                        attempt=attempt,
+                        thread_id=decision[(t, p)],
+                        detail=holder,
                     )
                 if claim.created:
                     res = yield ReleaseOwnership(self._next_rid(), claim.created, rollback=True)
@@ -570,8 +576,11 @@ class LegacyConsumer:
                     self._raise_on_error(res)
                     for t, p in claim.created:
                         yield self._emit(
-                            EventKind.OWNERSHIP_RELEASED, topic=t, partition=p,
-                            reason="rollback", thread_id=decision[(t, p)],
+                            EventKind.OWNERSHIP_RELEASED,
+                            topic=t,
+                            partition=p,
+                            reason="rollback",
+                            thread_id=decision[(t, p)],
                         )
                 return False
         # (g) swap the registry and restart the fetchers.
@@ -582,7 +591,10 @@ class LegacyConsumer:
         positions = {tp: (decision[tp], offsets.get(tp)) for tp in wanted}
         for (t, p), (thread, off) in positions.items():
             yield self._emit(
-                EventKind.FETCHING_STARTED, topic=t, partition=p, thread_id=thread,
+                EventKind.FETCHING_STARTED,
+                topic=t,
+                partition=p,
+                thread_id=thread,
                 offset_start=-1 if off is None else off,
             )
         yield StartFetchers(positions)
@@ -597,7 +609,8 @@ class LegacyConsumer:
         consumers = {cid: dict(sub) for cid, sub in view.consumers.items()}
         consumers[self.consumer_id] = dict(my_subscription)
         parts = {
-            t: tuple(sorted(ps)) for t, ps in view.partitions_per_topic.items()
+            t: tuple(sorted(ps))
+            for t, ps in view.partitions_per_topic.items()
             if t in my_subscription
         }
         strategy = strategy_from_config(self.config.partition_assignment_strategy)

@@ -335,9 +335,7 @@ class ClassicGroupCoordinator:
             self._handle_fetch(request)
         elif isinstance(request, FindCoordinatorRequest):
             if self.broker is None or not self._active:
-                self._reply(
-                    FindCoordinatorResponse(request.corr, Errors.COORDINATOR_NOT_AVAILABLE)
-                )
+                self._reply(FindCoordinatorResponse(request.corr, Errors.COORDINATOR_NOT_AVAILABLE))
             else:
                 self._reply(FindCoordinatorResponse(request.corr, node_id=self.broker))
         else:
@@ -422,7 +420,9 @@ class ClassicGroupCoordinator:
             )
         self.state = target
         self._emit(
-            EventKind.GROUP_STATE_CHANGED, state=target.value, reason=reason,
+            EventKind.GROUP_STATE_CHANGED,
+            state=target.value,
+            reason=reason,
             count=len(self._members),
         )
 
@@ -648,8 +648,10 @@ class ClassicGroupCoordinator:
                 self._now + delay, True, timer.configured_delay_ms, delay, remaining
             )
             self._emit(
-                EventKind.GROUP_STATE_CHANGED, state=self.state.value,
-                reason="initial_rebalance_delay_rearmed", duration_ms=float(delay),
+                EventKind.GROUP_STATE_CHANGED,
+                state=self.state.value,
+                reason="initial_rebalance_delay_rearmed",
+                duration_ms=float(delay),
                 count=len(self._members),
             )
             return
@@ -808,8 +810,9 @@ class ClassicGroupCoordinator:
                 error(Errors.UNKNOWN_MEMBER_ID)
                 return
             self._exists = True
-            self._emit(EventKind.GROUP_STATE_CHANGED, state=self.state.value, reason="created",
-                       count=0)
+            self._emit(
+                EventKind.GROUP_STATE_CHANGED, state=self.state.value, reason="created", count=0
+            )
         if not self._accept_joining_member(req.member_id):
             self._remove(req.member_id)
             error(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
@@ -879,8 +882,9 @@ class ClassicGroupCoordinator:
         reason = req.reason or "not provided"
         if self.state is GroupState.PREPARING_REBALANCE:
             self._update_member_and_rebalance(
-                member, req, f"member {member_id} joining group during {self.state}; "
-                f"client reason: {reason}"
+                member,
+                req,
+                f"member {member_id} joining group during {self.state}; client reason: {reason}",
             )
         elif self.state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
@@ -891,19 +895,24 @@ class ClassicGroupCoordinator:
                 self._reply(_with_corr(resp, req.corr))
             else:
                 self._update_member_and_rebalance(
-                    member, req, f"updating metadata for member {member_id} during {self.state}; "
-                    f"client reason: {reason}"
+                    member,
+                    req,
+                    f"updating metadata for member {member_id} during {self.state}; "
+                    f"client reason: {reason}",
                 )
         elif self.state is GroupState.STABLE:
             if member_id == self.leader_id:
                 self._update_member_and_rebalance(
-                    member, req, f"leader {member_id} re-joining group during Stable; "
-                    f"client reason: {reason}"
+                    member,
+                    req,
+                    f"leader {member_id} re-joining group during Stable; client reason: {reason}",
                 )
             elif not member.matches(protocols):
                 self._update_member_and_rebalance(
-                    member, req, f"updating metadata for member {member_id} during Stable; "
-                    f"client reason: {reason}"
+                    member,
+                    req,
+                    f"updating metadata for member {member_id} during Stable; "
+                    f"client reason: {reason}",
                 )
             else:
                 resp = self._current_generation_response(member_id, members=False)
@@ -930,7 +939,9 @@ class ClassicGroupCoordinator:
             self._new_member_added = True
         self._add(member, req.corr)
         self._emit(
-            EventKind.MEMBER_JOINED, member_id=member_id, reason="new",
+            EventKind.MEMBER_JOINED,
+            member_id=member_id,
+            reason="new",
             detail=None if req.group_instance_id is None else f"instance={req.group_instance_id}",
             count=len(self._members),
         )
@@ -946,8 +957,12 @@ class ClassicGroupCoordinator:
         self._update_member(
             member, tuple(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, req.corr
         )
-        self._emit(EventKind.MEMBER_JOINED, member_id=member.member_id, reason="rejoin",
-                   count=len(self._members))
+        self._emit(
+            EventKind.MEMBER_JOINED,
+            member_id=member.member_id,
+            reason="rejoin",
+            count=len(self._members),
+        )
         self._maybe_prepare_rebalance(reason)
 
     def _replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> MemberMetadata:
@@ -972,10 +987,19 @@ class ClassicGroupCoordinator:
         instance_id = req.group_instance_id
         assert instance_id is not None
         member = self._replace_static_member(instance_id, old_id, new_id)
-        self._emit(EventKind.MEMBER_REMOVED, member_id=old_id, reason="static_replaced",
-                   detail=f"instance={instance_id}")
-        self._emit(EventKind.MEMBER_JOINED, member_id=new_id, reason="static_replace",
-                   detail=f"instance={instance_id} replaces {old_id}", count=len(self._members))
+        self._emit(
+            EventKind.MEMBER_REMOVED,
+            member_id=old_id,
+            reason="static_replaced",
+            detail=f"instance={instance_id}",
+        )
+        self._emit(
+            EventKind.MEMBER_JOINED,
+            member_id=new_id,
+            reason="static_replace",
+            detail=f"instance={instance_id} replaces {old_id}",
+            count=len(self._members),
+        )
         self._schedule_heartbeat(member)
         self._update_member(
             member, tuple(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, req.corr
@@ -1042,7 +1066,8 @@ class ClassicGroupCoordinator:
                 self._propagate_assignment(Errors.NONE)
                 self._transition(GroupState.STABLE, "leader_assignment_stored")
                 self._emit(
-                    EventKind.REBALANCE_COMPLETED, count=len(self._members),
+                    EventKind.REBALANCE_COMPLETED,
+                    count=len(self._members),
                     detail=f"protocol={self.protocol_name}",
                 )
         elif self.state is GroupState.STABLE:
@@ -1152,7 +1177,8 @@ class ClassicGroupCoordinator:
         def fail(err: Errors) -> None:
             self._reply(
                 OffsetCommitResponse(
-                    req.corr, err if req.offsets else Errors.NONE,
+                    req.corr,
+                    err if req.offsets else Errors.NONE,
                     partition_errors={tp: err for tp in req.offsets},
                 )
             )
@@ -1166,8 +1192,12 @@ class ClassicGroupCoordinator:
             if generation < 0:
                 # A group that does not use group management: created by the commit.
                 self._exists = True
-                self._emit(EventKind.GROUP_STATE_CHANGED, state=self.state.value,
-                           reason="created_by_commit", count=0)
+                self._emit(
+                    EventKind.GROUP_STATE_CHANGED,
+                    state=self.state.value,
+                    reason="created_by_commit",
+                    count=0,
+                )
             else:
                 fail(Errors.ILLEGAL_GENERATION)
                 return

@@ -553,11 +553,7 @@ class ClassicMember:
         self._emit(EventKind.CONSUMER_STOPPED, reason=f"fatal:{reason}")
 
     def _hb_active(self) -> bool:
-        return (
-            self._hb_enabled
-            and not self.closed
-            and not self.state.has_not_joined_group
-        )
+        return self._hb_enabled and not self.closed and not self.state.has_not_joined_group
 
     def _poll_deadline(self) -> float | None:
         if self._app_in_poll:
@@ -593,8 +589,9 @@ class ClassicMember:
         if self.coordinator is None:
             return
         if log:
-            self._emit(EventKind.REQUEST_ERROR, reason=Errors.COORDINATOR_NOT_AVAILABLE.name,
-                       detail=cause)
+            self._emit(
+                EventKind.REQUEST_ERROR, reason=Errors.COORDINATOR_NOT_AVAILABLE.name, detail=cause
+            )
         self.coordinator = None
         for corr, p in sorted(self._pending.items()):
             if p.kind != "find":
@@ -642,9 +639,12 @@ class ClassicMember:
             )
             self._lookup_coordinator()
         elif (deadline := self._poll_deadline()) is not None and now >= deadline:
-            self._emit(EventKind.REBALANCE_TRIGGERED, reason="poll_timeout",
-                       detail="consumer poll timeout has expired",
-                       duration_ms=float(now - self._last_app_poll))
+            self._emit(
+                EventKind.REBALANCE_TRIGGERED,
+                reason="poll_timeout",
+                detail="consumer poll timeout has expired",
+                duration_ms=float(now - self._last_app_poll),
+            )
             self._maybe_leave_group("consumer poll timeout has expired.")
         elif now >= self._next_heartbeat_at:
             self._next_heartbeat_at = now + self.config.heartbeat_interval_ms
@@ -686,7 +686,9 @@ class ClassicMember:
                 self._request_rejoin("group is already rebalancing")
             self._receive_heartbeat()
         elif err in (
-            Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID
+            Errors.ILLEGAL_GENERATION,
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.FENCED_INSTANCE_ID,
         ):
             if self.generation == p.generation:
                 self._reset_state_and_rejoin(
@@ -887,8 +889,13 @@ class ClassicMember:
         err = resp.error
         if err is Errors.NONE:
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
-                self._fail_join(_Outcome(False, Errors.INCONSISTENT_GROUP_PROTOCOL,
-                                         "InconsistentGroupProtocolException"))
+                self._fail_join(
+                    _Outcome(
+                        False,
+                        Errors.INCONSISTENT_GROUP_PROTOCOL,
+                        "InconsistentGroupProtocolException",
+                    )
+                )
             elif self.state is not MemberState.PREPARING_REBALANCE:
                 self._fail_join(_Outcome(False, None, "UnjoinedGroupException", True))
             else:
@@ -902,8 +909,9 @@ class ClassicMember:
                     self._send_sync_group(())
         elif err is Errors.UNKNOWN_MEMBER_ID:
             if self.generation == p.generation:
-                self._reset_state_and_rejoin(f"encountered {err.name} from JOIN_GROUP response",
-                                             True)
+                self._reset_state_and_rejoin(
+                    f"encountered {err.name} from JOIN_GROUP response", True
+                )
             self._fail_join(_outcome_of(err))
         elif err in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR):
             self._mark_coordinator_unknown(f"join group: {err.name}")
@@ -986,13 +994,23 @@ class ClassicMember:
         err = resp.error
         if err is Errors.NONE:
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
-                self._fail_join(_Outcome(False, Errors.INCONSISTENT_GROUP_PROTOCOL,
-                                         "InconsistentGroupProtocolException"))
+                self._fail_join(
+                    _Outcome(
+                        False,
+                        Errors.INCONSISTENT_GROUP_PROTOCOL,
+                        "InconsistentGroupProtocolException",
+                    )
+                )
             elif not self.generation.is_reset and self.state is MemberState.COMPLETING_REBALANCE:
                 name = resp.protocol_name
                 if name is not None and name != self.generation.protocol_name:
-                    self._fail_join(_Outcome(False, Errors.INCONSISTENT_GROUP_PROTOCOL,
-                                             "InconsistentGroupProtocolException"))
+                    self._fail_join(
+                        _Outcome(
+                            False,
+                            Errors.INCONSISTENT_GROUP_PROTOCOL,
+                            "InconsistentGroupProtocolException",
+                        )
+                    )
                     return
                 self.state = MemberState.STABLE
                 self._rejoin_reason = ""
@@ -1091,8 +1109,11 @@ class ClassicMember:
                 del self.positions[tp]
         if added:
             ordered = sorted(added)
-            self._emit(EventKind.PARTITIONS_ASSIGNED, count=len(ordered),
-                       partitions=format_partitions(ordered))
+            self._emit(
+                EventKind.PARTITIONS_ASSIGNED,
+                count=len(ordered),
+                partitions=format_partitions(ordered),
+            )
             for t, part in ordered:
                 self._emit(EventKind.OWNERSHIP_CLAIMED, topic=t, partition=part)
             self._initializing |= added
@@ -1107,8 +1128,12 @@ class ClassicMember:
         kind = EventKind.PARTITIONS_LOST if lost else EventKind.PARTITIONS_REVOKED
         self._emit(kind, count=len(gone), partitions=format_partitions(gone))
         for t, part in gone:
-            self._emit(EventKind.OWNERSHIP_RELEASED, topic=t, partition=part,
-                       reason="lost" if lost else "revoked")
+            self._emit(
+                EventKind.OWNERSHIP_RELEASED,
+                topic=t,
+                partition=part,
+                reason="lost" if lost else "revoked",
+            )
         self.owned = self.owned - frozenset(gone)
         for tp in gone:
             self.positions.pop(tp, None)
@@ -1141,8 +1166,12 @@ class ClassicMember:
             commit.outcome = _OK
             return commit
         if self.coordinator is None:
-            self._complete_commit(commit, _Outcome(False, Errors.COORDINATOR_NOT_AVAILABLE,
-                                                   "RetriableCommitFailedException", True))
+            self._complete_commit(
+                commit,
+                _Outcome(
+                    False, Errors.COORDINATOR_NOT_AVAILABLE, "RetriableCommitFailedException", True
+                ),
+            )
             return commit
         if self.state is not MemberState.STABLE:
             if self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE):
@@ -1210,8 +1239,13 @@ class ClassicMember:
         commit.outcome = outcome
         if outcome.ok:
             for (t, part), off in sorted(commit.offsets.items()):
-                self._emit(EventKind.OFFSETS_COMMITTED, topic=t, partition=part, offset_end=off,
-                           reason=commit.reason)
+                self._emit(
+                    EventKind.OFFSETS_COMMITTED,
+                    topic=t,
+                    partition=part,
+                    offset_end=off,
+                    reason=commit.reason,
+                )
             return
         self.stats.commit_failures += 1
         self._emit(
@@ -1258,8 +1292,12 @@ class ClassicMember:
         if start:
             self.fetching = self.fetching | frozenset(start)
             for (t, part), off in sorted(start.items()):
-                self._emit(EventKind.FETCHING_STARTED, topic=t, partition=part,
-                           offset_start=-1 if off is None else off)
+                self._emit(
+                    EventKind.FETCHING_STARTED,
+                    topic=t,
+                    partition=part,
+                    offset_start=-1 if off is None else off,
+                )
             self._out.append(StartFetching(dict(sorted(start.items()))))
 
     # ----------------------------------------------------------------- close
@@ -1333,4 +1371,3 @@ def _decode_sticky_user_data(data: bytes) -> tuple[tuple[TopicPartition, ...], i
     raw = json.loads(data.decode())
     parts = tuple((str(t), int(p)) for t, p in raw.get("partitions", []))
     return parts, int(raw.get("generation", NO_GENERATION))
-

@@ -301,8 +301,9 @@ class ClassicConsumerConfig:
         if cfg.group_instance_id == "":
             raise ValueError("group.instance.id must not be empty")
         if "cooperative-sticky" in strategy and not _at_least(parsed, 2, 4):
-            raise ValueError(f"the cooperative-sticky assignor needs Kafka 2.4.0 or later, "
-                             f"not {version}")
+            raise ValueError(
+                f"the cooperative-sticky assignor needs Kafka 2.4.0 or later, not {version}"
+            )
         if len(set(strategy)) != len(strategy):
             raise ValueError("partition.assignment.strategy lists an assignor twice")
         return cfg
