@@ -1,73 +1,187 @@
-"""The bundled quickstart, end to end on a real local Ray and an embedded ZooKeeper."""
+"""The bundled quickstart under every protocol, end to end on a real local Ray.
+
+One ``run_scenario`` with ``--protocol all`` (embedded ZooKeeper, the same
+seed and timeline for all four), then what each generation must show.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import validate_event
-from emulator.scenario import bundled_scenarios, load_scenario
+from emulator.scenario import Scenario, bundled_scenarios, load_scenario
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow]
 
+PROTOCOLS = ["zookeeper", "classic-eager", "classic-cooperative", "consumer"]
+Event = dict[str, Any]
 
-def test_quickstart_end_to_end(ray_local: None, tmp_path: Path) -> None:
+
+@pytest.fixture(scope="module")
+def quickstart_run(
+    ray_local: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Scenario, Path]]:
     from actors.orchestrator import run_scenario
 
     scenario = load_scenario(bundled_scenarios()["quickstart"])
-    out = tmp_path / "q"
-    [result] = run_scenario(scenario, ["zookeeper"], out, validate_events=True)
+    out = tmp_path_factory.mktemp("quickstart") / "run"
+    run_scenario(scenario, PROTOCOLS, out, validate_events=True)
+    yield scenario, out
 
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "completed" and result.status == "completed"
-    counts = manifest["protocols"]["zookeeper"]["counts"]
-    assert counts["produced"] > 0.8 * scenario.producer.rate_per_s * scenario.duration_s
-    assert counts["unprocessed"] == 0, counts["partitions_unprocessed"]
-    assert counts["processed"] >= counts["produced"]
-    assert manifest["zookeeper"]["embedded"] is True
 
+def _events(out: Path, protocol: str) -> list[Event]:
     stats = ReadStats()
-    events = list(read_run_events(out / "zookeeper" / "events", stats))
+    events = list(read_run_events(out / protocol / "events", stats))
     assert stats.truncated_tail_bytes == 0
     for ev in events:
         validate_event(ev)
-    actors = {ev["actor"] for ev in events}
-    assert {"broker-0", "broker-1", "broker-2", "producer-0", "host-0",
-            "orchestrator"} <= actors
-    events.sort(key=lambda e: float(e["t_emu_ms"]))  # type: ignore[arg-type]
+    events.sort(key=lambda e: float(e["t_emu_ms"]))
+    return events
 
-    def times(kind: str, **match: object) -> list[float]:
-        return [float(e["t_emu_ms"]) / 1000 for e in events  # type: ignore[arg-type]
-                if e["kind"] == kind and all(e.get(k) == v for k, v in match.items())]
 
+def _t(e: Event) -> float:
+    return float(e["t_emu_ms"]) / 1000.0
+
+
+def _times(events: list[Event], kind: str, **match: object) -> list[float]:
+    return [
+        _t(e) for e in events
+        if e["kind"] == kind and all(e.get(k) == v for k, v in match.items())
+    ]
+
+
+def _parts(e: Event) -> set[str]:
+    return set(filter(None, str(e.get("partitions") or "").split(",")))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_produced_offset_is_processed(
+    quickstart_run: tuple[Scenario, Path], protocol: str
+) -> None:
+    scenario, out = quickstart_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    entry = manifest["protocols"][protocol]
+    assert entry["status"] == "completed"
+    counts = entry["counts"]
+    assert counts["produced"] > 0.8 * scenario.producer.rate_per_s * scenario.duration_s
+    assert counts["unprocessed"] == 0, counts["partitions_unprocessed"]
+    assert counts["processed"] >= counts["produced"]
+    events = _events(out, protocol)
+    assert {"broker-0", "broker-1", "broker-2", "producer-0", "host-0", "orchestrator"} <= {
+        e["actor"] for e in events
+    }
+    # The timeline ran on time in emulated time, the same for every protocol.
+    assert [round(t) for t in _times(events, "action_applied", reason="join")] == [10]
+    assert [round(t) for t in _times(events, "action_applied", reason="crash")] == [25]
+
+
+def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> None:
+    _, out = quickstart_run
+    events = _events(out, "zookeeper")
     # The join at 10 s makes every member rebalance (the herd).
-    rebalancers = {e["member"] for e in events if e["kind"] == "rebalance_started"
-                   and 10.0 <= float(e["t_emu_ms"]) / 1000 < 12.0}  # type: ignore[arg-type]
+    rebalancers = {
+        e["member"] for e in events if e["kind"] == "rebalance_started" and 10.0 <= _t(e) < 12.0
+    }
     assert rebalancers == {"c-0", "c-1", "c-2", "c-3", "c-4"}
-    # The crash of c-1 at 25 s is noticed only when its session expires on the
-    # server (6 s of zookeeper.session.timeout.ms), not before.
-    [crash] = times("consumer_crashed", member="c-1")
-    after = [t for t in times("rebalance_started", reason="ids") if t > crash]
-    assert after and 25.0 + 4.0 <= min(after) <= 25.0 + 12.0
-    # c-2's graceful leave at 40 s closes its session at once: the others
-    # rebalance right away, long before a session timeout could have passed.
-    [leave] = times("action_applied", reason="leave")
-    [stopped] = times("consumer_stopped", member="c-2")
+    # The crash of c-1 at 25 s is noticed only when its ZooKeeper session
+    # expires on the server (zookeeper.session.timeout.ms = 6 s).
+    [crash] = _times(events, "consumer_crashed", member="c-1")
+    after = [t for t in _times(events, "rebalance_started", reason="ids") if t > crash]
+    assert after and crash + 4.0 <= min(after) <= crash + 12.0
+    # c-2's graceful leave at 40 s closes its session at once.
+    [leave] = _times(events, "action_applied", reason="leave")
+    [stopped] = _times(events, "consumer_stopped", member="c-2")
     assert leave <= stopped < leave + 3.0
-    assert any(leave <= t < stopped + 3.0 for t in times("rebalance_started", reason="ids"))
-
+    assert any(leave <= t < stopped + 3.0 for t in _times(events, "rebalance_started", reason="ids"))
     # At the end the three survivors own all 12 partitions, one owner each.
-    last: dict[str, str] = {}
+    last: dict[str, set[str]] = {}
     for e in events:
         if e["kind"] == "rebalance_completed":
-            last[str(e["member"])] = str(e.get("partitions") or "")
-    final = defaultdict(list)
+            last[str(e["member"])] = _parts(e)
+    final: dict[str, list[str]] = defaultdict(list)
     for member in ("c-0", "c-3", "c-4"):
-        for tp in filter(None, last[member].split(",")):
+        for tp in last[member]:
             final[tp].append(member)
-    assert len(final) == 12
-    assert all(len(owners) == 1 for owners in final.values())
+    assert len(final) == 12 and all(len(o) == 1 for o in final.values())
+
+
+def _revoked_between(events: list[Event], lo: float, hi: float) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for e in events:
+        if e["kind"] == "partitions_revoked" and lo <= _t(e) < hi:
+            out[str(e["member"])] |= _parts(e)
+    return out
+
+
+def test_classic_eager_revokes_everything_on_join(quickstart_run: tuple[Scenario, Path]) -> None:
+    _, out = quickstart_run
+    events = _events(out, "classic-eager")
+    revoked = _revoked_between(events, 10.0, 20.0)
+    # Stop the world: every old member gives up all of its partitions.
+    assert set(revoked) == {"c-0", "c-1", "c-2", "c-3"}
+    assert len(set().union(*revoked.values())) == 12
+
+
+def test_classic_cooperative_revokes_only_what_moves(
+    quickstart_run: tuple[Scenario, Path],
+) -> None:
+    _, out = quickstart_run
+    events = _events(out, "classic-cooperative")
+    revoked = _revoked_between(events, 10.0, 20.0)
+    moved = set().union(*revoked.values()) if revoked else set()
+    # 12 partitions over 5 members: the newcomer gets 2, taken from others.
+    assert 1 <= len(moved) <= 3
+    # What moved went to c-4, in a later generation than the revocation.
+    assigned_c4 = set()
+    for e in events:
+        if e["kind"] == "partitions_assigned" and e.get("member") == "c-4" and 10 <= _t(e) < 20:
+            assigned_c4 |= _parts(e)
+    assert moved <= assigned_c4
+
+
+def test_classic_waits_a_session_timeout_for_a_crashed_member(
+    quickstart_run: tuple[Scenario, Path],
+) -> None:
+    _, out = quickstart_run
+    for protocol in ("classic-eager", "classic-cooperative"):
+        events = _events(out, protocol)
+        removed = [
+            _t(e) for e in events
+            if e["kind"] == "member_removed" and e.get("reason") == "session_timeout"
+        ]
+        # session.timeout.ms is 45 s from Kafka 3.0: the crash at 25 s is seen ~70 s.
+        assert removed and 25.0 + 40.0 <= removed[0] <= 25.0 + 50.0, protocol
+
+
+def test_kip848_moves_partitions_without_stopping_the_others(
+    quickstart_run: tuple[Scenario, Path],
+) -> None:
+    _, out = quickstart_run
+    events = _events(out, "consumer")
+    revoked = _revoked_between(events, 10.0, 20.0)
+    moved = set().union(*revoked.values()) if revoked else set()
+    assert 1 <= len(moved) <= 3
+    # Never two owners at once: replay ownership events in time order.
+    owner: dict[str, str] = {}
+    crashed: set[str] = set()
+    for e in events:
+        tp = f"{e.get('topic')}:{e.get('partition')}"
+        if e["kind"] == "ownership_claimed":
+            assert tp not in owner, (tp, owner.get(tp), e.get("member"), _t(e))
+            owner[tp] = str(e["member"])
+        elif e["kind"] == "ownership_released" and owner.get(tp) == e.get("member"):
+            del owner[tp]
+        elif e["kind"] == "consumer_crashed":
+            crashed.add(str(e["member"]))
+        elif e["kind"] == "member_removed":
+            # The coordinator fenced someone: a crashed member's partitions are free.
+            for k in [k for k, v in owner.items() if v in crashed]:
+                del owner[k]
