@@ -202,6 +202,11 @@ class ConsumerHostCore:
         member.apply(machine.start(self.clock.now_ms()))
         return spec.name
 
+    def _queued_for(self, member: Any) -> bool:
+        """Whether any of ``member``'s requests still waits in the outbox."""
+        mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
+        return any(r.corr in mine for reqs in self._outbox.values() for r in reqs)
+
     def _exchange_groups(self) -> None:
         """One group-request call per broker per tick (and for pending answers)."""
         brokers = set(self._outbox) | {b for b, _ in self._awaiting.values()}
@@ -242,6 +247,9 @@ class ConsumerHostCore:
             deadline = time.monotonic() + 30.0
             while not member.machine.closed and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
+            # close() returns once LeaveGroup is on its way: let the host send it.
+            while self._queued_for(member) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
             await self._retire(name, "left")
             return True
         member.apply(member.machine.shutdown(self.clock.now_ms()))
@@ -275,8 +283,9 @@ class ConsumerHostCore:
             mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
             for corr in mine:
                 del self._awaiting[corr]
-            for broker, reqs in list(self._outbox.items()):
-                self._outbox[broker] = [r for r in reqs if r.corr not in mine]
+            if how == "crashed":  # a dead process sends nothing more
+                for broker, reqs in list(self._outbox.items()):
+                    self._outbox[broker] = [r for r in reqs if r.corr not in mine]
             return
         member.driver.stop_watches()
         # After a crash the proxy is down, so closing the client sends no

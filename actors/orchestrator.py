@@ -153,9 +153,19 @@ class ProtocolRun:
             note = "static membership does not exist in the 0.8 consumer: ignored"
             if note not in self.notes:
                 self.notes.append(note)
-        kafka = dict(sc.effective_kafka_config(generation))
         if generation == "zookeeper":
+            kafka: dict[str, object] = dict(sc.effective_kafka_config(generation))
             kafka["partition.assignment.strategy"] = assignor
+        else:
+            # Only what the scenario sets: the rest follows the Kafka release's
+            # defaults (B6), which the modern config builders apply.
+            kafka = dict(sc.kafka)
+            kafka["kafka.version"] = sc.kafka_version
+            if generation == "consumer" and _older(sc.kafka_version, (3, 7)):
+                note = (f"KIP-848 ships from Kafka 3.7 (GA in 4.0); kafka_version "
+                        f"{sc.kafka_version} only sets the defaults, the protocol is 4.0's")
+                if note not in self.notes:
+                    self.notes.append(note)
         return RunContext(
             run_id=self.run_id,
             protocol=self.protocol,
@@ -395,14 +405,24 @@ class ProtocolRun:
         return out
 
     def _wait_until(self, clock: Any, emu_ms: float, sc: Scenario) -> None:
+        """Sleep until emulated time ``emu_ms``, updating the live status meanwhile.
+
+        The status poll (a Ray call to every host) only runs when there is
+        time for it, so a timeline action is applied on time.
+        """
         while True:
             now = clock.now_ms()
             if now >= emu_ms:
                 return
-            st = self._live_stats()
-            st.update(emu_s=now / 1000.0, duration_s=sc.duration_s, phase="running")
-            self.status(st)
-            time.sleep(min(0.5, max(0.0, clock.wall_seconds(emu_ms - now))))
+            remaining = clock.wall_seconds(emu_ms - now)
+            if remaining > 0.6:
+                st = self._live_stats()
+                st.update(emu_s=now / 1000.0, duration_s=sc.duration_s, phase="running")
+                self.status(st)
+                remaining = clock.wall_seconds(emu_ms - clock.now_ms())
+                time.sleep(max(0.0, min(0.5, remaining - 0.1)))
+            else:
+                time.sleep(max(0.0, remaining))
 
     def _drain(self, clock: Any, sc: Scenario) -> None:
         """Let the consumers finish the backlog, bounded in time."""
@@ -444,6 +464,11 @@ class ProtocolRun:
             if a is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(a)
+
+
+def _older(version: str, release: tuple[int, ...]) -> bool:
+    parts = tuple(int(p) for p in version.split(".") if p.isdigit())
+    return parts < release
 
 
 def new_run_id(scenario: Scenario) -> str:

@@ -13,6 +13,7 @@ Format, with every default::
     seed = 0                     # integer >= 0; seeds every random.Random of the run
     duration_s = 60.0            # emulated (Kafka) seconds the run lasts, > 0
     time_scale = 1.0             # wall seconds per emulated second, 0 < x <= 1
+    kafka_version = "3.9"        # Kafka release for the classic/KIP-848 defaults (B6), >= 0.10.1
 
     [cluster]
     brokers = 3                  # >= 1
@@ -81,6 +82,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
+
+from emulator.modern.config import parse_kafka_version
 
 __all__ = [
     "KAFKA_CONFIG_KEYS",
@@ -661,6 +664,9 @@ class Scenario:
             :meth:`kafka_config` for effective values.
         timeline: ``[[timeline]]`` sorted by time, ties in file order.
         source: where it was read from.
+        kafka_version: the Kafka release whose defaults the classic and
+            KIP-848 generations use (``session.timeout.ms`` is 10 s up to 2.8,
+            45 s from 3.0; B6); default ``3.9``.
     """
 
     name: str
@@ -675,6 +681,7 @@ class Scenario:
     kafka: dict[str, KafkaValue] = field(default_factory=dict, hash=False)
     timeline: tuple[TimelineEvent, ...] = ()
     source: str = "<string>"
+    kafka_version: str = "3.9"
 
     # ---- topics and membership
 
@@ -814,6 +821,7 @@ class Scenario:
             "seed": self.seed,
             "duration_s": self.duration_s,
             "time_scale": self.time_scale,
+            "kafka_version": self.kafka_version,
             "cluster": {
                 "brokers": self.cluster.brokers,
                 "zookeeper_ensemble": self.cluster.zookeeper_ensemble,
@@ -1093,6 +1101,12 @@ class _Parser:
             "a number with 0 < time_scale <= 1",
             lambda x: 0 < x <= 1,
         )
+        kafka_version = self.string(doc, "kafka_version", "kafka_version", "3.9",
+                                    requirement="a Kafka release like \"3.9\" or \"2.8.2\"")
+        try:
+            parse_kafka_version(kafka_version)
+        except ValueError as exc:
+            self.fail("kafka_version", f"kafka_version: {exc}")
         cluster = self.cluster(self.table(doc, "cluster"))
         topics = self.topics(doc, cluster)
         topic_names = [t.name for t in topics]
@@ -1113,6 +1127,7 @@ class _Parser:
             kafka=kafka,
             timeline=timeline,
             source=self.source,
+            kafka_version=kafka_version,
         )
 
     def cluster(self, table: dict[str, object]) -> ClusterSpec:
@@ -1356,6 +1371,7 @@ _TOP_KEYS: Final = (
     "seed",
     "duration_s",
     "time_scale",
+    "kafka_version",
     "cluster",
     "topics",
     "producer",
