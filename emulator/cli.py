@@ -131,9 +131,13 @@ def _print_summary(results: list[Any], out: Path) -> None:
     )
     header = f"{'protocol':<22}{'status':<11}" + "".join(f"{c:>12}" for c in cols)
     print(header)
+    legacy_only = {"attempts", "conflicts", "gave_up"}  # ZooKeeper claim attempts
     for r in results:
         d = r.summary.to_dict()
-        print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{d[c]:>12}" for c in cols))
+        cells = [
+            "-" if c in legacy_only and r.protocol != "zookeeper" else str(d[c]) for c in cols
+        ]
+        print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{c:>12}" for c in cells))
         for note in r.notes:
             print(f"  note: {note}")
     print(f"run directory: {out}")
