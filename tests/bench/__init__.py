@@ -1,0 +1,1 @@
+"""Benchmarks (run by hand; not collected by pytest: no ``test_`` prefix)."""
