@@ -54,14 +54,20 @@ class CoordinatorHost:
         self.factory = factory
         self._emit = emit
         self.coordinators: dict[str, Any] = {}
+        self._partition_of: dict[str, int] = {}
         self._route: dict[int, str] = {}
         self._mailbox: dict[str, list[GroupResponse]] = defaultdict(list)
         self.requests = 0
         self.requests_by_kind: dict[str, int] = defaultdict(int)
 
     def coordinator_for(self, group_id: str) -> int:
-        """The broker that coordinates ``group_id``."""
-        return self.offsets_leaders[coordinator_partition(group_id, self.num_partitions)]
+        """The broker that coordinates ``group_id`` (the hash is cached per group)."""
+        part = self._partition_of.get(group_id)
+        if part is None:
+            part = self._partition_of[group_id] = coordinator_partition(
+                group_id, self.num_partitions
+            )
+        return self.offsets_leaders[part]
 
     def exchange(
         self, now_ms: float, host_key: str, requests: Iterable[GroupRequest]

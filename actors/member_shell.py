@@ -166,6 +166,10 @@ class MemberShell:
         """Advance every stream's application loop to ``now``; return messages done."""
         if not self.alive or self.paused:
             return 0
+        if not self.streams:
+            # A member with nothing assigned still sits in poll().
+            self.on_idle()
+            return 0
         done = 0
         for s in self.streams.values():
             free_at = now
