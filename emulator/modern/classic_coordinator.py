@@ -63,12 +63,14 @@ Emulator choices (not Kafka):
 from __future__ import annotations
 
 import enum
+import heapq
+import itertools
 import random
 import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from emulator.events import EventKind
 from emulator.modern.config import GroupCoordinatorConfig
@@ -203,6 +205,27 @@ class MemberMetadata:
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
 
 
+# Timer kinds, in the order timers due at the same time fire (then by key).
+_HEARTBEAT: Final = 0
+_PENDING: Final = 1
+_SYNC: Final = 2
+_JOIN: Final = 3
+
+
+class _Timer(NamedTuple):
+    """One armed delayed operation in the timer heap (compared as a tuple).
+
+    Ordered by deadline, then kind (heartbeat < pending < sync < join), then
+    key (a member id; ``""`` for the sync and join timers); ``seq`` is unique
+    per arming and only tells a live entry from a stale one.
+    """
+
+    deadline: float
+    kind: int
+    key: str
+    seq: int
+
+
 @dataclass
 class _JoinTimer:
     """The pending ``DelayedJoin`` (``initial`` for ``InitialDelayedJoin``)."""
@@ -257,6 +280,13 @@ class ClassicGroupCoordinator:
         self._join_timer: _JoinTimer | None = None
         self._sync_deadline: float | None = None
         self._sync_generation = 0
+        # Armed delayed operations: a heap with lazy cancellation. Every arming
+        # pushes a _Timer and records its seq in _armed; an entry is live only
+        # while its seq is the latest for its (kind, key) and the deadline it
+        # carries is still the one set (clearing a deadline needs no heap work).
+        self._heap: list[_Timer] = []
+        self._armed: dict[tuple[int, str], int] = {}
+        self._seq = itertools.count()
         self._offsets: dict[TopicPartition, int] = dict(committed or {})
         self._out: list[Output] = []
 
@@ -346,16 +376,16 @@ class ClassicGroupCoordinator:
         """Let time pass: fire every delayed operation due by ``now_ms``, earliest first."""
         self._now = now_ms
         while True:
-            due = self._earliest_due(now_ms)
+            due = self._pop_due(now_ms)
             if due is None:
                 break
             kind, key = due
-            if kind == "join":
+            if kind == _JOIN:
                 self._on_join_timer()
-            elif kind == "sync":
+            elif kind == _SYNC:
                 self._sync_deadline = None
                 self._on_expire_pending_sync(self._sync_generation)
-            elif kind == "pending":
+            elif kind == _PENDING:
                 self._on_expire_pending_member(key)
             else:
                 member = self._members.get(key)
@@ -366,8 +396,8 @@ class ClassicGroupCoordinator:
 
     def next_deadline(self) -> float | None:
         """The earliest time at which :meth:`poll` has work to do, if any."""
-        times = [t for t, _, _ in self._timers()]
-        return min(times) if times else None
+        top = self._peek()
+        return None if top is None else top.deadline
 
     def unload(self, now_ms: float) -> list[Output]:
         """``onGroupUnloaded``: this broker no longer leads the group's offsets partition.
@@ -393,6 +423,8 @@ class ClassicGroupCoordinator:
         self._pending_members.clear()
         for m in self._members.values():
             m.heartbeat_deadline = None
+        self._heap.clear()
+        self._armed.clear()
         return self._drain()
 
     # ---------------------------------------------------------------- plumbing
@@ -584,26 +616,73 @@ class ClassicGroupCoordinator:
 
     # ----------------------------------------------------------------- timers
 
-    def _timers(self) -> list[tuple[float, str, str]]:
-        out: list[tuple[float, str, str]] = []
-        if self._join_timer is not None:
-            out.append((self._join_timer.deadline, "join", ""))
-        if self._sync_deadline is not None:
-            out.append((self._sync_deadline, "sync", ""))
-        for mid, t in self._pending_members.items():
-            out.append((t, "pending", mid))
-        for m in self._members.values():
-            if m.heartbeat_deadline is not None:
-                out.append((m.heartbeat_deadline, "heartbeat", m.member_id))
-        return out
+    def _arm(self, kind: int, key: str, deadline: float) -> None:
+        """Record that the (kind, key) timer is now set to ``deadline``."""
+        seq = next(self._seq)
+        self._armed[(kind, key)] = seq
+        heapq.heappush(self._heap, _Timer(deadline, kind, key, seq))
+        if len(self._heap) > 64 and len(self._heap) > 4 * len(self._armed):
+            self._compact()
 
-    def _earliest_due(self, now: float) -> tuple[str, str] | None:
-        due = [t for t in self._timers() if t[0] <= now]
-        if not due:
+    def _current_deadline(self, kind: int, key: str) -> float | None:
+        """The deadline the (kind, key) timer is set to now, if any (the source of truth)."""
+        if kind == _HEARTBEAT:
+            member = self._members.get(key)
+            return None if member is None else member.heartbeat_deadline
+        if kind == _PENDING:
+            return self._pending_members.get(key)
+        if kind == _SYNC:
+            return self._sync_deadline
+        return None if self._join_timer is None else self._join_timer.deadline
+
+    def _is_live(self, timer: _Timer) -> bool:
+        return self._armed.get((timer.kind, timer.key)) == timer.seq and (
+            self._current_deadline(timer.kind, timer.key) == timer.deadline
+        )
+
+    def _peek(self) -> _Timer | None:
+        """The earliest live timer, after dropping the stale entries above it."""
+        heap = self._heap
+        while heap:
+            top = heap[0]
+            if self._is_live(top):
+                return top
+            heapq.heappop(heap)
+            slot = (top.kind, top.key)
+            if self._armed.get(slot) == top.seq:  # cleared, not re-armed: forget the slot
+                del self._armed[slot]
+        return None
+
+    def _pop_due(self, now: float) -> tuple[int, str] | None:
+        """Take the earliest live timer due by ``now``: the (kind, key) to fire."""
+        top = self._peek()
+        if top is None or top.deadline > now:
             return None
-        order = {"heartbeat": 0, "pending": 1, "sync": 2, "join": 3}
-        _, kind, key = min(due, key=lambda t: (t[0], order[t[1]], t[2]))
-        return kind, key
+        heapq.heappop(self._heap)
+        del self._armed[(top.kind, top.key)]
+        return top.kind, top.key
+
+    def _compact(self) -> None:
+        """Drop every stale heap entry (amortized over the pushes that made them)."""
+        live = [t for t in self._heap if self._is_live(t)]
+        heapq.heapify(live)
+        self._heap = live
+        self._armed = {(t.kind, t.key): t.seq for t in live}
+
+    def _set_heartbeat_deadline(self, member: MemberMetadata, deadline: float | None) -> None:
+        member.heartbeat_deadline = deadline
+        if deadline is not None:
+            self._arm(_HEARTBEAT, member.member_id, deadline)
+
+    def _set_sync_deadline(self, deadline: float | None) -> None:
+        self._sync_deadline = deadline
+        if deadline is not None:
+            self._arm(_SYNC, "", deadline)
+
+    def _set_join_timer(self, timer: _JoinTimer | None) -> None:
+        self._join_timer = timer
+        if timer is not None:
+            self._arm(_JOIN, "", timer.deadline)
 
     def _schedule_expiration(self, member: MemberMetadata, timeout_ms: int) -> None:
         """``completeAndScheduleNextExpiration``: complete the old DelayedHeartbeat, arm a new one.
@@ -613,9 +692,9 @@ class ClassicGroupCoordinator:
         expiry is pending then.
         """
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
-            member.heartbeat_deadline = None
+            self._set_heartbeat_deadline(member, None)
         else:
-            member.heartbeat_deadline = self._now + timeout_ms
+            self._set_heartbeat_deadline(member, self._now + timeout_ms)
 
     def _schedule_heartbeat(self, member: MemberMetadata) -> None:
         """``completeAndScheduleNextHeartbeatExpiration``."""
@@ -644,8 +723,8 @@ class ClassicGroupCoordinator:
             self._new_member_added = False
             delay = min(timer.configured_delay_ms, timer.remaining_ms)
             remaining = max(timer.remaining_ms - timer.delay_ms, 0)
-            self._join_timer = _JoinTimer(
-                self._now + delay, True, timer.configured_delay_ms, delay, remaining
+            self._set_join_timer(
+                _JoinTimer(self._now + delay, True, timer.configured_delay_ms, delay, remaining)
             )
             self._emit(
                 EventKind.GROUP_STATE_CHANGED,
@@ -672,11 +751,11 @@ class ClassicGroupCoordinator:
         rebalance_timeout = self.rebalance_timeout_ms()
         if self.state is GroupState.EMPTY:
             delay = self.config.group_initial_rebalance_delay_ms
-            self._join_timer = _JoinTimer(
-                self._now + delay, True, delay, delay, max(rebalance_timeout - delay, 0)
+            self._set_join_timer(
+                _JoinTimer(self._now + delay, True, delay, delay, max(rebalance_timeout - delay, 0))
             )
         else:
-            self._join_timer = _JoinTimer(self._now + rebalance_timeout)
+            self._set_join_timer(_JoinTimer(self._now + rebalance_timeout))
         self._transition(GroupState.PREPARING_REBALANCE, reason)
         self._emit(EventKind.REBALANCE_STARTED, reason=reason, count=len(self._members))
         self._try_complete_join()
@@ -692,7 +771,7 @@ class ClassicGroupCoordinator:
             return
         if not self._maybe_elect_new_joined_leader() and self._members:
             # No member rejoined: wait another rebalance timeout.
-            self._join_timer = _JoinTimer(self._now + self.rebalance_timeout_ms())
+            self._set_join_timer(_JoinTimer(self._now + self.rebalance_timeout_ms()))
             self._try_complete_join()
             return
         self._init_next_generation()
@@ -704,7 +783,7 @@ class ClassicGroupCoordinator:
             self._schedule_heartbeat(m)
             m.is_new = False
             self._pending_sync.add(m.member_id)
-        self._sync_deadline = self._now + self.rebalance_timeout_ms()
+        self._set_sync_deadline(self._now + self.rebalance_timeout_ms())
         self._sync_generation = self.generation_id
 
     def _maybe_elect_new_joined_leader(self) -> bool:
@@ -780,7 +859,7 @@ class ClassicGroupCoordinator:
             return
         if not self._pending_sync:
             return
-        laggards = sorted(self._pending_sync, key=list(self._members).index)
+        laggards = [mid for mid in self._members if mid in self._pending_sync]
         for mid in laggards:
             self._remove(mid)
             self._emit(EventKind.MEMBER_REMOVED, member_id=mid, reason="sync_timeout")
@@ -854,7 +933,9 @@ class ClassicGroupCoordinator:
                 self._add_member_and_rebalance(req, new_id, client_id)
         else:
             # JoinGroup v4+ (KIP-394): hand out an id and ask for a second join.
-            self._pending_members[new_id] = self._now + req.session_timeout_ms
+            expiry = self._now + req.session_timeout_ms
+            self._pending_members[new_id] = expiry
+            self._arm(_PENDING, new_id, expiry)
             self._reply(self._join_error(new_id, Errors.MEMBER_ID_REQUIRED, req.corr))
 
     def _do_current_member_join(self, req: JoinGroupRequest, client_id: str) -> None:
@@ -972,6 +1053,8 @@ class ClassicGroupCoordinator:
         self._invoke_sync(member, SyncGroupResponse(0, Errors.FENCED_INSTANCE_ID))
         member.member_id = new_id
         self._members[new_id] = member
+        if member.heartbeat_deadline is not None:  # the pending expiry carries over
+            self._arm(_HEARTBEAT, new_id, member.heartbeat_deadline)
         if self.leader_id == old_id:
             self.leader_id = new_id
         if old_id in self._pending_sync:
