@@ -346,6 +346,11 @@ class ConsumerGroupCoordinator:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, GroupMember] = {}
+        # Ids of the members not reconciled to assignment_epoch, so the group
+        # state costs O(1) per request: kept exact by _put_member,
+        # _remove_member and _update_target_assignment (the only writers of
+        # members and assignment_epoch).
+        self._unreconciled: set[str] = set()
         self.target_assignment: dict[str, frozenset[TopicPartition]] = {}
         self.partition_epochs: dict[TopicPartition, int] = {}
         self.subscription_metadata: dict[str, int] = {}
@@ -860,6 +865,10 @@ class ConsumerGroupCoordinator:
                 )
             self.partition_epochs[tp] = new.member_epoch
         self.members[new.member_id] = new
+        if new.is_reconciled_to(self.assignment_epoch):
+            self._unreconciled.discard(new.member_id)
+        else:
+            self._unreconciled.add(new.member_id)
 
     def _remove_partition_epochs(self, old: GroupMember) -> None:
         for tp in old.assigned | old.pending_revocation:
@@ -874,6 +883,7 @@ class ConsumerGroupCoordinator:
         """Drop the member, its partition epochs and its timers (no epoch bump)."""
         self._remove_partition_epochs(member)
         del self.members[member.member_id]
+        self._unreconciled.discard(member.member_id)
         self._cancel("session", member.member_id)
         self._cancel("rebalance", member.member_id)
 
@@ -944,6 +954,9 @@ class ConsumerGroupCoordinator:
                 )
         self.target_assignment = result
         self.assignment_epoch = group_epoch
+        self._unreconciled = {
+            mid for mid, m in self.members.items() if not m.is_reconciled_to(group_epoch)
+        }
 
     def _compute_state(self) -> GroupState:
         """``maybeUpdateGroupState``."""
@@ -951,7 +964,7 @@ class ConsumerGroupCoordinator:
             return GroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return GroupState.ASSIGNING
-        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+        if self._unreconciled:
             return GroupState.RECONCILING
         return GroupState.STABLE
 
