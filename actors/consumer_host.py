@@ -325,7 +325,10 @@ class ConsumerHostCore:
             if self._outbox or self._awaiting:
                 self._exchange_groups()
             next_tick += TICK_S
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+            mono = time.monotonic()
+            if next_tick < mono:  # behind: skip the missed ticks, do not run them back to back
+                next_tick = mono + TICK_S
+            await asyncio.sleep(next_tick - mono)
 
     def _send_fetches(self) -> None:
         by_broker: dict[int, list[tuple[str, int, int | None, str, int]]] = defaultdict(list)

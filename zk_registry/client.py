@@ -438,7 +438,15 @@ class ZkClient:
             kazoo.handlers.threading.KazooTimeoutError: not connected in time.
         """
         self._stopping = False
-        self.kazoo.start(timeout=timeout_s)
+        try:
+            self.kazoo.start(timeout=timeout_s)
+        except BaseException:
+            # A client that failed to start must not keep reconnecting forever.
+            with contextlib.suppress(Exception):
+                self.kazoo.stop()
+            with contextlib.suppress(Exception):
+                self.kazoo.close()
+            raise
 
     async def start_async(self, timeout_s: float = 15.0) -> None:
         """:meth:`start` without blocking the event loop."""
