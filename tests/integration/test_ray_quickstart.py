@@ -86,9 +86,10 @@ def test_every_produced_offset_is_processed(
 def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> None:
     _, out = quickstart_run
     events = _events(out, "zookeeper")
-    # The join at 10 s makes every member rebalance (the herd).
+    # The join at 10 s makes every member rebalance (the herd), before the
+    # next timeline action (a loaded machine may deliver the watches late).
     rebalancers = {
-        e["member"] for e in events if e["kind"] == "rebalance_started" and 10.0 <= _t(e) < 12.0
+        e["member"] for e in events if e["kind"] == "rebalance_started" and 10.0 <= _t(e) < 25.0
     }
     assert rebalancers == {"c-0", "c-1", "c-2", "c-3", "c-4"}
     # The crash of c-1 at 25 s is noticed only when its ZooKeeper session
