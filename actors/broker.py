@@ -68,10 +68,10 @@ class BrokerCore:
     async def group_exchange(self, host_key: str, requests: list[Any]) -> list[Any]:
         """A consumer host's batch of group requests; the answers ready for that host."""
         if self.coordinators is None:
-            from actors.coordinator_host import _error_response
+            from actors.coordinator_host import error_response
             from emulator.modern.errors import Errors
 
-            return [_error_response(r, Errors.COORDINATOR_NOT_AVAILABLE) for r in requests]
+            return [error_response(r, Errors.COORDINATOR_NOT_AVAILABLE) for r in requests]
         return self.coordinators.exchange(self.clock.now_ms(), host_key, requests)
 
     async def _coordinator_timers(self) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -85,7 +84,6 @@ class ConsumerHostCore:
         # Emulator bound (ZkClient waits forever): a request waits this long for a
         # reconnect before failing, so no wait is unbounded.
         self.retry_deadline_s = max(30.0, 20 * self.session_timeout_s)
-        self.rng = random.Random(ctx.seed * 104729 + index)
         self.tick_lag_max_ms = 0.0
         self._outbox: dict[int, list[Any]] = defaultdict(list)
         self._awaiting: dict[int, tuple[int, Any]] = {}

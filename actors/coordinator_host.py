@@ -83,7 +83,7 @@ class CoordinatorHost:
                 )
                 continue
             if self.coordinator_for(req.group_id) != self.broker_id:
-                self._deliver(_error_response(req, Errors.NOT_COORDINATOR))
+                self._deliver(error_response(req, Errors.NOT_COORDINATOR))
                 continue
             coord = self.coordinators.get(req.group_id)
             if coord is None:
@@ -97,11 +97,6 @@ class CoordinatorHost:
             deadline = coord.next_deadline()
             if deadline is not None and now_ms >= deadline:
                 self._dispatch(coord.poll(now_ms))
-
-    def next_deadline(self) -> float | None:
-        """The earliest timer of any coordinator here."""
-        times = [d for c in self.coordinators.values() if (d := c.next_deadline()) is not None]
-        return min(times) if times else None
 
     def _dispatch(self, outputs: Iterable[object]) -> None:
         for out in outputs:
@@ -126,7 +121,7 @@ class CoordinatorHost:
         }
 
 
-def _error_response(req: GroupRequest, error: Errors) -> GroupResponse:
+def error_response(req: GroupRequest, error: Errors) -> GroupResponse:
     """An error answer of the right response type for ``req``."""
     from emulator.modern import messages as m
 

@@ -33,10 +33,9 @@ from actors.context import RunContext
 from actors.producer import ProducerActor
 from emulator.eventlog import read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
-from emulator.scenario import Scenario
+from emulator.scenario import RUN_PROTOCOLS, Scenario
 from emulator.summary import RunSummary, summarize
 
-SUPPORTED_PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 BASE_BROKER_PORT = 9092
 
 
@@ -162,8 +161,10 @@ class ProtocolRun:
             kafka = dict(sc.kafka)
             kafka["kafka.version"] = sc.kafka_version
             if generation == "consumer" and _older(sc.kafka_version, (3, 7)):
-                note = (f"KIP-848 ships from Kafka 3.7 (GA in 4.0); kafka_version "
-                        f"{sc.kafka_version} only sets the defaults, the protocol is 4.0's")
+                note = (
+                    f"KIP-848 ships from Kafka 3.7 (GA in 4.0); kafka_version "
+                    f"{sc.kafka_version} only sets the defaults, the protocol is 4.0's"
+                )
                 if note not in self.notes:
                     self.notes.append(note)
         return RunContext(
@@ -503,10 +504,8 @@ def run_scenario(
         RunError: the run could not be set up (one-line message).
     """
     for p in protocols:
-        if p not in SUPPORTED_PROTOCOLS:
-            raise RunError(
-                f"protocol {p!r} is not built yet (supported: {', '.join(SUPPORTED_PROTOCOLS)})"
-            )
+        if p not in RUN_PROTOCOLS:
+            raise RunError(f"unknown protocol {p!r} (choose from {', '.join(RUN_PROTOCOLS)})")
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id(scenario)
     manifest: dict[str, Any] = {

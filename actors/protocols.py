@@ -20,7 +20,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 CLIENT_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 SERVER_ASSIGNORS = ("uniform", "range")
 

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emulator.scenario import ScenarioError, bundled_scenarios, load_scenario
+from emulator.scenario import RUN_PROTOCOLS, ScenarioError, bundled_scenarios, load_scenario
 
-ALL_PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+ALL_PROTOCOLS = RUN_PROTOCOLS
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 
@@ -134,9 +134,7 @@ def _print_summary(results: list[Any], out: Path) -> None:
     legacy_only = {"attempts", "conflicts", "gave_up"}  # ZooKeeper claim attempts
     for r in results:
         d = r.summary.to_dict()
-        cells = [
-            "-" if c in legacy_only and r.protocol != "zookeeper" else str(d[c]) for c in cols
-        ]
+        cells = ["-" if c in legacy_only and r.protocol != "zookeeper" else str(d[c]) for c in cols]
         print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{c:>12}" for c in cells))
         for note in r.notes:
             print(f"  note: {note}")
@@ -189,15 +187,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """``rebalance-emu demo``: the bundled quickstart under every protocol built so far.
+    """``rebalance-emu demo``: the bundled quickstart under every protocol.
 
     Embedded ZooKeeper and a local Ray; the summary and the run directory are
     printed at the end.
     """
-    orch = importlib.import_module("actors.orchestrator")
     ns = argparse.Namespace(
         scenario=args.scenario,
-        protocol=list(orch.SUPPORTED_PROTOCOLS),
+        protocol=list(ALL_PROTOCOLS),
         out=args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"),
         zookeeper=None,
         ray_address=None,

@@ -110,6 +110,9 @@ KafkaValue = int | float | str | bool
 PROTOCOLS: Final = ("zookeeper", "classic", "consumer")
 """The generations, by Kafka's ``group.protocol`` naming (``zookeeper`` is the 0.8 consumer)."""
 
+RUN_PROTOCOLS: Final = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+"""What ``--protocol`` accepts: a generation and, for classic, its rebalance flavour."""
+
 ACTIONS: Final = ("join", "leave", "crash")
 ASSIGNOR_NAMES: Final = (
     "range",
@@ -1101,8 +1104,13 @@ class _Parser:
             "a number with 0 < time_scale <= 1",
             lambda x: 0 < x <= 1,
         )
-        kafka_version = self.string(doc, "kafka_version", "kafka_version", "3.9",
-                                    requirement="a Kafka release like \"3.9\" or \"2.8.2\"")
+        kafka_version = self.string(
+            doc,
+            "kafka_version",
+            "kafka_version",
+            "3.9",
+            requirement='a Kafka release like "3.9" or "2.8.2"',
+        )
         try:
             parse_kafka_version(kafka_version)
         except ValueError as exc:

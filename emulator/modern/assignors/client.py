@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from emulator.modern.assignors._java import static_first_key
 from emulator.modern.messages import (
     NO_GENERATION,
     JoinGroupMember,
@@ -35,6 +36,7 @@ __all__ = [
     "ClientAssignor",
     "MemberSubscription",
     "RebalanceProtocol",
+    "in_member_order",
     "subscribed_partitions_per_topic",
     "subscribers_by_topic",
     "validate_members",
@@ -143,6 +145,14 @@ class ClientAssignor(Protocol):
             Member id -> assigned partitions, for every member.
         """
         ...
+
+
+def in_member_order(members: Mapping[str, MemberSubscription]) -> list[MemberSubscription]:
+    """Members in ``AbstractPartitionAssignor.MemberInfo`` order: static members
+    first by instance id, then dynamic ones by member id."""
+    return sorted(
+        members.values(), key=lambda m: static_first_key(m.member_id, m.group_instance_id)
+    )
 
 
 def validate_members(members: Mapping[str, MemberSubscription]) -> None:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from emulator.modern.assignors._java import java_sorted, static_first_key
+from emulator.modern.assignors._java import java_sorted
 from emulator.modern.assignors.client import (
     ClientAssignment,
     MemberSubscription,
+    in_member_order,
     subscribed_partitions_per_topic,
     subscribers_by_topic,
     validate_members,
@@ -93,9 +94,7 @@ class RangeAssignor:
         """
         validate_members(members)
         counts = subscribed_partitions_per_topic(partitions_per_topic, members)
-        ordered = sorted(
-            members.values(), key=lambda m: static_first_key(m.member_id, m.group_instance_id)
-        )
+        ordered = in_member_order(members)
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
         topics = java_sorted(counts)
         per_topic = subscribers_by_topic(ordered, topics)

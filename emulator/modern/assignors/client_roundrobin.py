@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from emulator.modern.assignors._java import java_sorted, static_first_key
+from emulator.modern.assignors._java import java_sorted
 from emulator.modern.assignors.client import (
     ClientAssignment,
     MemberSubscription,
+    in_member_order,
     subscribed_partitions_per_topic,
     validate_members,
 )
@@ -56,9 +57,7 @@ class RoundRobinAssignor:
         """
         validate_members(members)
         counts = subscribed_partitions_per_topic(partitions_per_topic, members)
-        ordered = sorted(
-            members.values(), key=lambda m: static_first_key(m.member_id, m.group_instance_id)
-        )
+        ordered = in_member_order(members)
         ids = [m.member_id for m in ordered]
         topic_sets = [frozenset(m.topics) for m in ordered]
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
