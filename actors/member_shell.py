@@ -189,6 +189,7 @@ class MemberShell:
                             offset_end=c.end,
                             thread_id=s.thread_id,
                             t_emu_ms=cur.done_ms,
+                            duration_ms=cur.done_ms - cur.started_ms,
                             member_id=self.member_id or None,
                         )
                         self.on_batch_done(c.tp, c.end)

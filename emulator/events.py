@@ -131,8 +131,20 @@ class EventKind(enum.StrEnum):
     REBALANCE_FAILED = "rebalance_failed"  # "can't rebalance after N retries"; owns nothing
     FETCHING_STARTED = "fetching_started"  # topic, partition, offset_start = fetch position
     # data path
-    PROCESSED = "processed"  # topic, partition, offset range, member
-    FAULT_INJECTED = "fault_injected"  # reason = fault kind
+    PROCESSED = (
+        "processed"  # topic, partition, offset range, member; duration_ms = the batch's time
+    )
+    FAULT_INJECTED = "fault_injected"  # reason = fault kind; detail = JSON of its parameters
+    FAULT_CLEARED = "fault_cleared"  # reason = fault kind: a timed fault ended (heal, wake)
+    # broker-side coordination through ZooKeeper (A8)
+    CONTROLLER_ELECTED = "controller_elected"  # broker; generation = controller epoch
+    CONTROLLER_RESIGNED = "controller_resigned"  # broker; reason
+    LEADER_CHANGED = (
+        "leader_changed"  # topic, partition, broker = new leader (-1 none); generation =
+        # leader epoch; reason = new | offline | unclean | preferred | auto_rebalance; detail = ISR
+    )
+    ISR_CHANGED = "isr_changed"  # topic, partition, broker = leader; reason = shrink | expand
+    BROKER_CRASHED = "broker_crashed"  # broker: killed without closing its session
     # modern group coordinator (classic and KIP-848)
     COORDINATOR_STARTED = "coordinator_started"  # broker, partition = __consumer_offsets partition
     GROUP_STATE_CHANGED = "group_state_changed"  # state, generation / group_epoch, reason
@@ -168,6 +180,11 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.PROCESSED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
     EventKind.ACTION_APPLIED: EventSpec(("reason",)),
     EventKind.FAULT_INJECTED: EventSpec(("reason",)),
+    EventKind.FAULT_CLEARED: EventSpec(("reason",)),
+    EventKind.CONTROLLER_ELECTED: EventSpec(("broker", "generation")),
+    EventKind.LEADER_CHANGED: EventSpec(("topic", "partition", "broker", "generation", "reason")),
+    EventKind.ISR_CHANGED: EventSpec(("topic", "partition", "broker", "reason", "detail")),
+    EventKind.BROKER_CRASHED: EventSpec(("broker",)),
     EventKind.GROUP_STATE_CHANGED: EventSpec(("state",)),
     EventKind.REQUEST_ERROR: EventSpec(("reason",)),
     EventKind.COMMIT_FAILED: EventSpec(("reason",)),
