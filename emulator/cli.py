@@ -128,14 +128,24 @@ def _print_summary(results: list[Any], out: Path) -> None:
         "processed",
         "duplicates",
         "unprocessed",
+        "double_processing",
     )
-    header = f"{'protocol':<22}{'status':<11}" + "".join(f"{c:>12}" for c in cols)
+    heads = {"double_processing": "double-proc"}
+    header = f"{'protocol':<22}{'status':<11}" + "".join(f"{heads.get(c, c):>12}" for c in cols)
     print(header)
     legacy_only = {"attempts", "conflicts", "gave_up"}  # ZooKeeper claim attempts
     for r in results:
         d = r.summary.to_dict()
         cells = ["-" if c in legacy_only and r.protocol != "zookeeper" else str(d[c]) for c in cols]
         print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{c:>12}" for c in cells))
+        if r.summary.double_processing:
+            print(
+                f"  two members processed one partition at once: "
+                f"{r.summary.double_processing} window(s), longest "
+                f"{r.summary.double_processing_max_ms / 1000.0:.1f} s, total "
+                f"{r.summary.double_processing_ms / 1000.0:.1f} s on "
+                f"{', '.join(r.summary.double_processing_partitions[:8])}"
+            )
         for note in r.notes:
             print(f"  note: {note}")
     print(f"run directory: {out}")

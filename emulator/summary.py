@@ -65,6 +65,12 @@ class RunSummary:
         unprocessed: produced messages never processed.
         events: events read.
         partitions_unprocessed: partitions with any unprocessed message.
+        double_processing: windows in which two or more members processed
+            the same partition at the same time (by the PROCESSED batches'
+            ``[t_emu_ms - duration_ms, t_emu_ms]`` intervals): the zombie.
+        double_processing_ms: their total length, in emulated ms.
+        double_processing_max_ms: the longest one.
+        double_processing_partitions: the partitions that had one.
     """
 
     rebalances: int = 0
@@ -77,6 +83,10 @@ class RunSummary:
     unprocessed: int = 0
     events: int = 0
     partitions_unprocessed: list[str] = field(default_factory=list)
+    double_processing: int = 0
+    double_processing_ms: float = 0.0
+    double_processing_max_ms: float = 0.0
+    double_processing_partitions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         """The summary as a JSON-able dict."""
@@ -88,6 +98,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     s = RunSummary()
     produced: dict[TopicPartition, list[Range]] = defaultdict(list)
     processed: dict[TopicPartition, list[Range]] = defaultdict(list)
+    busy: dict[TopicPartition, list[Busy]] = defaultdict(list)
     for ev in events:
         s.events += 1
         kind = ev.get("kind")
@@ -108,6 +119,11 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             else:
                 processed[tp].append(rng)
                 s.processed += rng[1] - rng[0]
+                end = ev.get("t_emu_ms")
+                took = ev.get("duration_ms")
+                if isinstance(end, int | float) and isinstance(took, int | float) and took > 0:
+                    who = str(ev.get("member_id") or ev.get("member") or "?")
+                    busy[tp].append((float(end) - float(took), float(end), who))
     unique_processed = 0
     for tp in sorted(set(produced) | set(processed)):
         prod = merge_ranges(produced.get(tp, []))
@@ -118,7 +134,55 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.unprocessed += missing
             s.partitions_unprocessed.append(f"{tp[0]}:{tp[1]}")
     s.duplicates = s.processed - unique_processed
+    for tp in sorted(busy):
+        windows = double_processing_windows(busy[tp])
+        if windows:
+            s.double_processing += len(windows)
+            lengths = [w[1] - w[0] for w in windows]
+            s.double_processing_ms += sum(lengths)
+            s.double_processing_max_ms = max(s.double_processing_max_ms, *lengths)
+            s.double_processing_partitions.append(f"{tp[0]}:{tp[1]}")
     return s
+
+
+Busy = tuple[float, float, str]
+"""A member processing a partition: ``(start_ms, end_ms, member)``."""
+
+
+def double_processing_windows(intervals: Iterable[Busy]) -> list[tuple[float, float, list[str]]]:
+    """Windows in which two or more members were processing one partition at once.
+
+    Args:
+        intervals: every processing interval of one partition, any order.
+
+    Returns:
+        ``(start_ms, end_ms, members)`` for each maximal window of positive
+        length with at least two distinct members busy, in time order.
+    """
+    points: list[tuple[float, int, str]] = []
+    for start, end, who in intervals:
+        if end > start:
+            points.append((start, 1, who))
+            points.append((end, -1, who))
+    points.sort(key=lambda p: (p[0], p[1]))  # ends before starts at the same instant
+    active: dict[str, int] = defaultdict(int)
+    out: list[tuple[float, float, list[str]]] = []
+    opened: float | None = None
+    seen: set[str] = set()
+    for t, delta, who in points:
+        active[who] += delta
+        if active[who] == 0:
+            del active[who]
+        if len(active) >= 2:
+            seen.update(active)
+            if opened is None:
+                opened = t
+        elif opened is not None:
+            if t > opened:
+                out.append((opened, t, sorted(seen)))
+            opened = None
+            seen = set()
+    return out
 
 
 def _int(v: object) -> int:

@@ -32,3 +32,44 @@ def test_duplicates_and_unprocessed() -> None:
     assert s.duplicates == 20
     assert s.unprocessed == 20 and s.partitions_unprocessed == ["t:1"]
     assert (s.rebalances, s.attempts, s.conflicts, s.gave_up) == (1, 2, 1, 1)
+
+
+def _busy(member: str, p: int, end_ms: float, took_ms: float) -> dict[str, object]:
+    return {
+        "kind": "processed",
+        "topic": "t",
+        "partition": p,
+        "offset_start": 0,
+        "offset_end": 1,
+        "member": member,
+        "t_emu_ms": end_ms,
+        "duration_ms": took_ms,
+    }
+
+
+def test_double_processing_windows() -> None:
+    from emulator.summary import double_processing_windows
+
+    assert double_processing_windows([(0, 10, "a"), (5, 20, "b"), (15, 30, "a")]) == [
+        (5.0, 10.0, ["a", "b"]),
+        (15.0, 20.0, ["a", "b"]),
+    ]
+    # One member's back-to-back batches, and touching intervals, are not overlaps.
+    assert double_processing_windows([(0, 10, "a"), (10, 20, "b"), (5, 8, "a")]) == []
+    # Three members: one window while any two are busy.
+    assert double_processing_windows([(0, 10, "a"), (2, 4, "b"), (3, 12, "c")]) == [
+        (2.0, 10.0, ["a", "b", "c"])
+    ]
+
+
+def test_summary_reports_double_processing() -> None:
+    evs = [
+        _busy("c-0", 0, 1000, 1000),
+        _busy("c-1", 0, 1500, 800),  # 700..1500 overlaps c-0's 0..1000 for 300 ms
+        _busy("c-1", 1, 1000, 1000),
+        _busy("c-2", 1, 3000, 1000),  # after c-1's batch: no overlap
+    ]
+    s = summarize(evs)
+    assert s.double_processing == 1
+    assert s.double_processing_ms == 300.0 and s.double_processing_max_ms == 300.0
+    assert s.double_processing_partitions == ["t:0"]
