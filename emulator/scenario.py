@@ -12,7 +12,9 @@ Format, with every default::
     description = ""
     seed = 0                     # integer >= 0; seeds every random.Random of the run
     duration_s = 60.0            # emulated (Kafka) seconds the run lasts, > 0
-    time_scale = 1.0             # wall seconds per emulated second, 0 < x <= 1
+    time_scale = 1.0             # wall seconds per emulated second, 0 < x <= 10; an emulator
+                                 # knob: < 1 runs faster than Kafka, > 1 slower (a group
+                                 # too large to keep Kafka's timing on a small machine)
     kafka_version = "3.9"        # Kafka release for the classic/KIP-848 defaults (B6), >= 0.10.1
 
     [cluster]
@@ -46,15 +48,58 @@ Format, with every default::
 
     [[timeline]]                 # any order in the file; run in time order (ties: file order)
     at_s = 10.0                  # required, 0 <= at_s <= duration_s
-    action = "join"              # required: "join" | "leave" | "crash"
-    count = 1                    # join only: how many new members, >= 1
-    member = "c-2"               # leave and crash only, required there
+    action = "join"              # required, one of TIMELINE_ACTIONS (below)
+
+Each action takes its own keys (any other key is an error); durations are
+emulated seconds, and everything an action sets in motion (the last join of a
+burst, a restart's return, a fault's end) must happen by ``duration_s``:
+
+* ``join``: ``count`` = 1 new members; ``interval_s``: one every
+  ``interval_s`` instead of all at once (a scale-out burst).
+* ``leave``, ``crash``: ``member`` = ``"c-N"`` or ``"random"`` (a live member,
+  chosen with the seed); or ``count`` (+ ``interval_s``), a scale-in burst
+  whose every step takes the newest live member. A crash says no goodbye:
+  the group notices through session expiry.
+* ``restart``: ``member`` or ``members`` (``"all"`` or ``["c-1", ...]``),
+  restarted in creation order, one every ``interval_s`` (a rolling restart;
+  default all at once), ``downtime_s`` = 0 between the graceful shutdown and
+  the start. The member keeps its name (and its ``group.instance.id`` under
+  static membership).
+* ``pause``: ``member``, ``duration_s``: a process pause (a long GC); the
+  member resumes where it stopped, a zombie if the group expired it meanwhile.
+* ``slow``: ``member``, ``duration_s``, ``processing_ms_per_message``.
+* ``network_partition``: ``member`` or ``members``, ``target`` =
+  ``"zookeeper"`` | ``"coordinator"`` | ``"brokers"``, ``duration_s``.
+* ``host_crash``: ``host``: a consumer host dies with every member on it.
+* ``broker_crash``: ``broker``; ``restart_after_s`` adds a ``broker_restart``.
+* ``broker_restart``: ``broker`` (one that is down).
+* ``zk_crash``: ``zk_member`` (0-based, < ``[cluster].zookeeper_ensemble``);
+  ``restart_after_s`` adds a ``zk_restart``.
+* ``zk_restart``: ``zk_member`` (one that is down).
+* ``zk_quorum_loss``: ``duration_s``: a majority (n // 2 + 1) of the live
+  ensemble members, chosen with the seed, crash at ``at_s`` and restart
+  ``duration_s`` later.
+* ``add_partitions``: ``topic``, ``partitions``: the new total, larger than
+  the topic's count at that time.
+* ``subscribe``: ``topics`` (declared topics), ``members`` = ``"all"`` live
+  members: a subscription change. Members created later subscribe to
+  ``[group].topics``.
 
 Members are named ``c-0``, ``c-1``, ... in creation order: the initial
 ``[group].consumers`` first, then each join in time order continues the
-numbering. Names are never reused. Consumer ids built from them compare as
-strings, so ``c-10`` sorts before ``c-2`` in the legacy assignors (A2), as a
-real group's ids would.
+numbering. A name is never given to another member; a restarted member
+keeps its own. Consumer ids built from them compare as strings, so ``c-10``
+sorts before ``c-2`` in the legacy assignors (A2), as a real group's ids
+would. Members live on consumer hosts by creation order: the ``i``-th member
+on host ``i % n_hosts``, ``n_hosts = ceil(members / consumers_per_host)``
+(:meth:`Scenario.host_of`); a member cannot start on a host crashed earlier.
+
+The timeline is checked through time: a member named must be alive then (not
+left, crashed, on a crashed host, or down in a restart), a broker or
+ZooKeeper member crashed must be up and one restarted down.
+:meth:`Scenario.action_plan` gives the expanded, seeded plan the orchestrator
+runs (:class:`emulator.faults.PlannedAction`); ``random`` choices use
+``random.Random(f"{seed}/timeline/{index}")``.
 
 Validation raises :class:`ScenarioError` with one line that names the key,
 for example ``scenario quickstart.toml: [group].consumers must be an integer
@@ -72,22 +117,28 @@ other keys, as in Kafka: ``rebalance.backoff.ms`` defaults to the *configured*
 from __future__ import annotations
 
 import difflib
+import functools
+import heapq
 import json
 import math
 import os
+import random
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
+from emulator.faults import PARTITION_TARGETS, PlannedAction
 from emulator.modern.config import parse_kafka_version
 
 __all__ = [
     "KAFKA_CONFIG_KEYS",
     "PROTOCOLS",
+    "RUN_PROTOCOLS",
+    "TIMELINE_ACTIONS",
     "ClusterSpec",
     "GroupSpec",
     "KafkaKeySpec",
@@ -113,7 +164,48 @@ PROTOCOLS: Final = ("zookeeper", "classic", "consumer")
 RUN_PROTOCOLS: Final = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 """What ``--protocol`` accepts: a generation and, for classic, its rebalance flavour."""
 
-ACTIONS: Final = ("join", "leave", "crash")
+TIMELINE_ACTIONS: Final = (
+    "join",
+    "leave",
+    "crash",
+    "restart",
+    "pause",
+    "slow",
+    "network_partition",
+    "host_crash",
+    "broker_crash",
+    "broker_restart",
+    "zk_crash",
+    "zk_restart",
+    "zk_quorum_loss",
+    "add_partitions",
+    "subscribe",
+)
+"""What ``[[timeline]]`` entries may do (:mod:`emulator.faults` has the planned actions)."""
+
+# The keys each timeline action takes, besides at_s and action.
+_TIMELINE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "join": ("count", "interval_s"),
+    "leave": ("member", "count", "interval_s"),
+    "crash": ("member", "count", "interval_s"),
+    "restart": ("member", "members", "interval_s", "downtime_s"),
+    "pause": ("member", "duration_s"),
+    "slow": ("member", "duration_s", "processing_ms_per_message"),
+    "network_partition": ("member", "members", "target", "duration_s"),
+    "host_crash": ("host",),
+    "broker_crash": ("broker", "restart_after_s"),
+    "broker_restart": ("broker",),
+    "zk_crash": ("zk_member", "restart_after_s"),
+    "zk_restart": ("zk_member",),
+    "zk_quorum_loss": ("duration_s",),
+    "add_partitions": ("topic", "partitions"),
+    "subscribe": ("members", "topics"),
+}
+_ALL_TIMELINE_KEYS: Final = (
+    "at_s",
+    "action",
+    *dict.fromkeys(k for keys in _TIMELINE_KEYS.values() for k in keys),
+)
 ASSIGNOR_NAMES: Final = (
     "range",
     "roundrobin",
@@ -125,6 +217,8 @@ ASSIGNOR_NAMES: Final = (
 PARTITIONERS: Final = ("round-robin", "key-hash", "explicit")
 ZOOKEEPER_ENSEMBLE_SIZES: Final = (1, 3, 5)
 INT32_MAX: Final = 2**31 - 1
+MAX_TIME_SCALE: Final = 10.0
+"""Largest ``time_scale``: a run at most ten times slower than Kafka's own time."""
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _MEMBER_RE = re.compile(r"c-(0|[1-9][0-9]*)")
@@ -377,6 +471,16 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         used_by=_BROKER,
         source=_SRC_KC082,
     ),
+    KafkaKeySpec(
+        "offsets.topic.replication.factor",
+        "int",
+        3,
+        minimum=1,
+        maximum=32767,
+        used_by=_BROKER + " and " + _CLASSIC_GC + " (capped at the live brokers)",
+        source="K@0.8.2.2 server/OffsetManager.scala OffsetManagerConfig (a Short, 3); "
+        "K@3.9 GroupCoordinatorConfig.java (3)",
+    ),
     # ---- classic client, K@3.9 (B6)
     KafkaKeySpec(
         "session.timeout.ms",
@@ -621,15 +725,29 @@ class GroupSpec:
 
 @dataclass(frozen=True)
 class TimelineEvent:
-    """One ``[[timeline]]`` entry.
+    """One ``[[timeline]]`` entry, as written (defaults applied, choices not yet made).
 
     Attributes:
         at_s: emulated seconds from the start of the run.
-        action: ``join``, ``leave`` (clean shutdown) or ``crash`` (no goodbye;
-            noticed only through session expiry).
-        count: members joining (``join``); 1 otherwise.
-        member: the member leaving or crashing; ``None`` for ``join``.
+        action: one of :data:`TIMELINE_ACTIONS`.
+        count: members joining (``join``) or going in a scale-in burst
+            (``leave``/``crash`` without ``member``); 1 otherwise.
+        member: the member named (``"c-N"`` or ``"random"``), if any.
         index: position in the file, as in error messages (``timeline[index]``).
+        members: ``"all"`` or the names listed (``restart``,
+            ``network_partition``, ``subscribe``); ``None`` when not given.
+        interval_s: the spacing of a burst or rolling restart; ``None``: all at once.
+        downtime_s: a restart's time between shutdown and start.
+        duration_s: how long a pause, slow-down, partition or quorum loss lasts.
+        target: a network partition's target.
+        host: the consumer host of a ``host_crash``.
+        broker: the broker of a ``broker_crash`` or ``broker_restart``.
+        zk_member: the ensemble member of a ``zk_crash`` or ``zk_restart``.
+        restart_after_s: a crashed broker's or ZooKeeper member's time down.
+        topic: the topic of ``add_partitions``.
+        partitions: its new partition count.
+        topics: a ``subscribe``'s new subscription.
+        processing_ms_per_message: a ``slow`` member's processing cost.
     """
 
     at_s: float
@@ -637,11 +755,57 @@ class TimelineEvent:
     count: int = 1
     member: str | None = None
     index: int = 0
+    members: tuple[str, ...] | Literal["all"] | None = None
+    interval_s: float | None = None
+    downtime_s: float = 0.0
+    duration_s: float | None = None
+    target: str | None = None
+    host: int | None = None
+    broker: int | None = None
+    zk_member: int | None = None
+    restart_after_s: float | None = None
+    topic: str | None = None
+    partitions: int | None = None
+    topics: tuple[str, ...] = ()
+    processing_ms_per_message: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-able dict: the keys of the first format always, the others when set."""
+        out: dict[str, object] = {
+            "at_s": self.at_s,
+            "action": self.action,
+            "count": self.count,
+            "member": self.member,
+            "index": self.index,
+        }
+        if self.members is not None:
+            out["members"] = self.members if self.members == "all" else list(self.members)
+        extra: dict[str, object | None] = {
+            "interval_s": self.interval_s,
+            "downtime_s": self.downtime_s if self.action == "restart" else None,
+            "duration_s": self.duration_s,
+            "target": self.target,
+            "host": self.host,
+            "broker": self.broker,
+            "zk_member": self.zk_member,
+            "restart_after_s": self.restart_after_s,
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "topics": list(self.topics) if self.topics else None,
+            "processing_ms_per_message": self.processing_ms_per_message,
+        }
+        out.update({k: v for k, v in extra.items() if v is not None})
+        return out
 
 
 @dataclass(frozen=True)
 class MembershipChange:
-    """One member's arrival or departure, expanded from the timeline."""
+    """One member's arrival (``join``) or departure (``leave``, ``crash``).
+
+    Expanded from the timeline: a host crash is a ``crash`` of each member on
+    the host, a restart a ``leave`` and, ``downtime_s`` later, a ``join`` of
+    the same name.
+    """
 
     at_s: float
     action: str
@@ -708,13 +872,41 @@ class Scenario:
         return tuple(member_name(i) for i in range(self.group.consumers))
 
     def membership_plan(self) -> tuple[MembershipChange, ...]:
-        """Every timeline change, one per member, in the order the run applies them."""
-        return _plan_membership(self.group.consumers, self.timeline)
+        """Every arrival and departure, one per member, in the order the run applies them."""
+        return _expansion(self).changes
+
+    def action_plan(self) -> tuple[PlannedAction, ...]:
+        """Every timeline action expanded and seeded, in the order the run applies them.
+
+        Sorted by ``at_s``, ties in file order (then in the order an entry
+        expands: a burst's steps, a rolling restart's members). Membership
+        actions are there too (one ``join``/``leave``/``crash``/``restart``
+        per member); a ``zk_quorum_loss`` is its ``zk_crash`` and ``zk_restart``
+        actions, ``restart_after_s`` a ``broker_restart`` or ``zk_restart``.
+        The same scenario (and seed) always gives the same plan.
+        """
+        return _expansion(self).actions
 
     def all_members(self) -> tuple[str, ...]:
         """Every member that ever exists during the run, in creation order."""
-        joined = [c.member for c in self.membership_plan() if c.action == "join"]
-        return self.initial_members() + tuple(joined)
+        total = self.group.consumers + sum(e.count for e in self.timeline if e.action == "join")
+        return tuple(member_name(i) for i in range(total))
+
+    @property
+    def host_count(self) -> int:
+        """Consumer hosts of the run: ``ceil(len(all_members()) / consumers_per_host)``."""
+        return max(1, math.ceil(len(self.all_members()) / self.group.consumers_per_host))
+
+    def host_of(self, member: str) -> int:
+        """The consumer host of ``member``: its creation index modulo :attr:`host_count`.
+
+        Raises:
+            KeyError: no such member in this scenario.
+        """
+        match = _MEMBER_RE.fullmatch(member)
+        if match is None or int(match.group(1)) >= len(self.all_members()):
+            raise KeyError(member)
+        return int(match.group(1)) % self.host_count
 
     def member_names_at(self, at_s: float) -> tuple[str, ...]:
         """Members present after every change with ``change.at_s <= at_s``, by creation order."""
@@ -726,7 +918,7 @@ class Scenario:
                 alive[change.member] = None
             else:
                 del alive[change.member]
-        return tuple(alive)
+        return tuple(sorted(alive, key=_creation_index))
 
     # ---- time
 
@@ -856,81 +1048,416 @@ class Scenario:
             },
             "kafka": dict(sorted(self.kafka.items())),
             "kafka_effective": {p: self.effective_kafka_config(p) for p in PROTOCOLS},
-            "timeline": [
-                {
-                    "at_s": e.at_s,
-                    "action": e.action,
-                    "count": e.count,
-                    "member": e.member,
-                    "index": e.index,
-                }
-                for e in self.timeline
-            ],
+            "timeline": [e.to_dict() for e in self.timeline],
             "membership_plan": [
                 {"at_s": c.at_s, "action": c.action, "member": c.member}
                 for c in self.membership_plan()
             ],
+            "action_plan": [{"action": a.action, **a.params()} for a in self.action_plan()],
+            "host_count": self.host_count,
         }
 
 
-class _MembershipError(Exception):
-    def __init__(self, event: TimelineEvent, message: str) -> None:
+# --------------------------------------------------------------------------- expansion
+
+
+def _creation_index(member: str) -> int:
+    """The creation index of a member name ``c-N`` (names are checked before)."""
+    return int(member.removeprefix("c-"))
+
+
+def _t(value: float) -> float:
+    """A planned time, rounded so that ``at_s + k * interval_s`` prints cleanly."""
+    return round(value, 9)
+
+
+def _step_at(at_s: float, k: int, interval_s: float | None) -> float:
+    """The time of step ``k`` of a burst or rolling restart starting at ``at_s``."""
+    return _t(_t(at_s) + k * (interval_s or 0.0))
+
+
+class _TimelineError(Exception):
+    """An invalid timeline; ``key`` as in :class:`ScenarioError`, message names it."""
+
+    def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
-        self.event = event
+        self.key = key
 
 
-def _plan_membership(
-    initial: int, timeline: Sequence[TimelineEvent]
-) -> tuple[MembershipChange, ...]:
-    """Expand the (time-sorted) timeline into per-member changes.
+@dataclass(frozen=True)
+class _Expansion:
+    actions: tuple[PlannedAction, ...]
+    changes: tuple[MembershipChange, ...]
 
-    Raises:
-        _MembershipError: a leave or crash names a member absent at that time.
+
+@functools.lru_cache(maxsize=64)
+def _expansion(scenario: Scenario) -> _Expansion:
+    """The scenario's plan (cached: a scenario is immutable and hashable)."""
+    return _Planner(scenario).run()
+
+
+Step = Callable[[float], None]
+
+
+class _Planner:
+    """Expands the timeline in time order, making every seeded choice and checking it.
+
+    A discrete-event walk: each entry is a step at ``(at_s, index)``; a step may
+    schedule later steps of the same entry (a burst's next member, a restart's
+    return, a crashed broker's restart). Steps run in ``(time, file index,
+    order scheduled)`` order, each against the state left by the ones before.
+
+    Raises (from :meth:`run`):
+        _TimelineError: the timeline is inconsistent (a dead member named, a
+            broker crashed twice, an action ending after ``duration_s``, ...).
     """
-    alive = {member_name(i) for i in range(initial)}
-    gone: dict[str, tuple[str, float]] = {}
-    next_index = initial
-    changes: list[MembershipChange] = []
-    for position, event in enumerate(timeline):
-        if event.action == "join":
-            for _ in range(event.count):
-                name = member_name(next_index)
-                next_index += 1
-                alive.add(name)
-                changes.append(MembershipChange(event.at_s, "join", name, event.index))
-            continue
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.sc = scenario
+        self.alive: set[str] = set(scenario.initial_members())
+        self.created: set[str] = set(self.alive)
+        self.gone: dict[str, str] = {}  # name -> why it is absent ("it left at 3.0 s")
+        self.dead_hosts: dict[int, float] = {}
+        self.brokers_down: dict[int, float] = {}
+        self.zk_down: dict[int, float] = {}
+        self.partitions = {t.name: t.partitions for t in scenario.topics}
+        self.host_count = scenario.host_count
+        self.actions: list[PlannedAction] = []
+        self.changes: list[MembershipChange] = []
+        self.queue: list[tuple[float, int, int, Step]] = []
+        self.seq = 0
+        # Joins are the only steps that create members, and their times are
+        # fixed by the file: name every future member up front, for messages.
+        joins = sorted(
+            (_step_at(e.at_s, k, e.interval_s), e.index, k)
+            for e in scenario.timeline
+            if e.action == "join"
+            for k in range(e.count)
+        )
+        first = scenario.group.consumers
+        self.join_names = {
+            (index, k): member_name(first + n) for n, (_, index, k) in enumerate(joins)
+        }
+        self.join_times = {member_name(first + n): at for n, (at, _, _) in enumerate(joins)}
+
+    # ---- driving
+
+    def run(self) -> _Expansion:
+        for event in self.sc.timeline:
+            self.schedule(event, event.at_s, self.handler(event))
+        while self.queue:
+            at, _, _, step = heapq.heappop(self.queue)
+            step(at)
+        return _Expansion(tuple(self.actions), tuple(self.changes))
+
+    def schedule(self, event: TimelineEvent, at: float, step: Step) -> None:
+        self.seq += 1
+        heapq.heappush(self.queue, (_t(at), event.index, self.seq, step))
+
+    def handler(self, event: TimelineEvent) -> Step:
+        handlers: dict[str, Callable[[TimelineEvent, float], None]] = {
+            "join": self.join,
+            "leave": self.depart,
+            "crash": self.depart,
+            "restart": self.restart,
+            "pause": self.timed_member_fault,
+            "slow": self.timed_member_fault,
+            "network_partition": self.network_partition,
+            "host_crash": self.host_crash,
+            "broker_crash": self.node_crash,
+            "broker_restart": self.node_restart,
+            "zk_crash": self.node_crash,
+            "zk_restart": self.node_restart,
+            "zk_quorum_loss": self.quorum_loss,
+            "add_partitions": self.add_partitions,
+            "subscribe": self.subscribe,
+        }
+        handle = handlers[event.action]
+        return lambda at: handle(event, at)
+
+    # ---- helpers
+
+    def key(self, event: TimelineEvent, name: str) -> str:
+        return f"timeline[{event.index}].{name}"
+
+    def fail(self, event: TimelineEvent, name: str, message: str) -> NoReturn:
+        key = self.key(event, name)
+        raise _TimelineError(key, f"{key}: {message}")
+
+    def plan(self, event: TimelineEvent, at: float, action: str, **fields: Any) -> None:
+        self.actions.append(PlannedAction(_t(at), action, event_index=event.index, **fields))
+
+    def change(self, event: TimelineEvent, at: float, action: str, member: str) -> None:
+        self.changes.append(MembershipChange(_t(at), action, member, event.index))
+
+    def rng(self, event: TimelineEvent) -> random.Random:
+        return random.Random(f"{self.sc.seed}/timeline/{event.index}")
+
+    def live(self) -> list[str]:
+        return sorted(self.alive, key=_creation_index)
+
+    def within_run(self, event: TimelineEvent, at: float, name: str, what: str) -> None:
+        if _t(at) > self.sc.duration_s:
+            self.fail(
+                event,
+                name,
+                f"{what} would be at {_t(at)} s, after duration_s ({self.sc.duration_s})",
+            )
+
+    def absent(self, member: str, at: float) -> str:
+        """Why ``member`` is not alive at ``at``: gone, joining later, or never there."""
+        base = f"no member {_show(member)} exists at {_t(at)} s"
+        if member in self.gone:
+            return f"{base} ({self.gone[member]})"
+        if _MEMBER_RE.fullmatch(member) is None:
+            return f"{base} (members are named c-0, c-1, ... in creation order)"
+        if member in self.join_times and member not in self.created:
+            return f"{base} (it joins at {self.join_times[member]} s)"
+        return base
+
+    def require_alive(self, event: TimelineEvent, name: str, member: str, at: float) -> None:
+        if member not in self.alive:
+            self.fail(event, name, self.absent(member, at))
+
+    def one_member(self, event: TimelineEvent, at: float) -> str:
+        """The ``member`` of ``event`` at ``at``: a live name, or a seeded random choice."""
         assert event.member is not None
-        if event.member not in alive:
-            later = timeline[position + 1 :]
-            raise _MembershipError(event, _absent_reason(event, gone, later, next_index))
-        alive.remove(event.member)
-        gone[event.member] = (event.action, event.at_s)
-        changes.append(MembershipChange(event.at_s, event.action, event.member, event.index))
-    return tuple(changes)
+        if event.member == "random":
+            live = self.live()
+            if not live:
+                self.fail(event, "member", f"no member is alive at {_t(at)} s to choose at random")
+            return self.rng(event).choice(live)
+        self.require_alive(event, "member", event.member, at)
+        return event.member
 
+    def some_members(self, event: TimelineEvent, at: float) -> tuple[str, ...]:
+        """``member`` or ``members`` of ``event`` at ``at``, alive, in creation order."""
+        if event.member is not None:
+            return (self.one_member(event, at),)
+        if event.members is None or event.members == "all":
+            live = tuple(self.live())
+            if not live:
+                self.fail(event, "members", f"no member is alive at {_t(at)} s")
+            return live
+        for member in event.members:
+            self.require_alive(event, "members", member, at)
+        return tuple(sorted(event.members, key=_creation_index))
 
-def _absent_reason(
-    event: TimelineEvent,
-    gone: Mapping[str, tuple[str, float]],
-    later: Sequence[TimelineEvent],
-    next_index: int,
-) -> str:
-    """Why ``event.member`` is absent: already gone, joins later, or never exists."""
-    member = event.member or ""
-    base = f"no member {_show(member)} exists at {event.at_s} s"
-    if member in gone:
-        action, at_s = gone[member]
-        return f"{base} (it {'left' if action == 'leave' else 'crashed'} at {at_s} s)"
-    match = _MEMBER_RE.fullmatch(member)
-    if match is None:
-        return f"{base} (members are named c-0, c-1, ... in creation order)"
-    wanted = int(match.group(1))
-    for other in later:
-        if other.action == "join":
-            if next_index <= wanted < next_index + other.count:
-                return f"{base} (it joins at {other.at_s} s)"
-            next_index += other.count
-    return base
+    def check_host(self, event: TimelineEvent, name: str, member: str, at: float) -> None:
+        host = self.sc.host_of(member)
+        if host in self.dead_hosts:
+            self.fail(
+                event,
+                name,
+                f"{member} would start at {_t(at)} s on consumer host {host}, which crashed "
+                f"at {self.dead_hosts[host]} s (members go to hosts by creation order)",
+            )
+
+    def arrive(self, event: TimelineEvent, at: float, member: str) -> None:
+        self.alive.add(member)
+        self.created.add(member)
+        self.gone.pop(member, None)
+        self.change(event, at, "join", member)
+
+    def go(self, event: TimelineEvent, at: float, action: str, member: str, why: str) -> None:
+        self.alive.remove(member)
+        self.gone[member] = why
+        self.change(event, at, action, member)
+
+    # ---- membership
+
+    def join(self, event: TimelineEvent, at: float) -> None:
+        for k in range(event.count):
+            step_at = _step_at(at, k, event.interval_s)
+            self.within_run(event, step_at, "interval_s", f"join {k + 1} of {event.count}")
+            self.schedule(event, step_at, functools.partial(self.join_one, event, k))
+
+    def join_one(self, event: TimelineEvent, k: int, at: float) -> None:
+        member = self.join_names[(event.index, k)]
+        self.check_host(event, "at_s", member, at)
+        self.arrive(event, at, member)
+        self.plan(event, at, "join", members=(member,))
+
+    def depart(self, event: TimelineEvent, at: float) -> None:
+        if event.member is not None:
+            self.depart_one(event, self.one_member(event, at), at)
+            return
+        for k in range(event.count):
+            step_at = _step_at(at, k, event.interval_s)
+            what = f"{event.action} {k + 1} of {event.count}"
+            self.within_run(event, step_at, "interval_s", what)
+            self.schedule(event, step_at, functools.partial(self.depart_newest, event, k))
+
+    def depart_newest(self, event: TimelineEvent, k: int, at: float) -> None:
+        live = self.live()
+        if not live:
+            self.fail(
+                event,
+                "count",
+                f"no member is left at {_t(at)} s for {event.action} {k + 1} of {event.count}",
+            )
+        self.depart_one(event, live[-1], at)
+
+    def depart_one(self, event: TimelineEvent, member: str, at: float) -> None:
+        verb = "left" if event.action == "leave" else "crashed"
+        self.go(event, at, event.action, member, f"it {verb} at {_t(at)} s")
+        self.plan(event, at, event.action, members=(member,))
+
+    def restart(self, event: TimelineEvent, at: float) -> None:
+        members = self.some_members(event, at)
+        for k, member in enumerate(members):
+            step_at = _step_at(at, k, event.interval_s)
+            self.within_run(event, step_at, "interval_s", f"the restart of {member}")
+            back = step_at + event.downtime_s
+            self.within_run(event, back, "downtime_s", f"the return of {member}")
+            self.schedule(event, step_at, functools.partial(self.restart_one, event, member))
+
+    def restart_one(self, event: TimelineEvent, member: str, at: float) -> None:
+        self.require_alive(event, "member" if event.member else "members", member, at)
+        back = _t(at + event.downtime_s)
+        self.go(event, at, "leave", member, f"it is restarting, down from {_t(at)} to {back} s")
+        self.plan(event, at, "restart", members=(member,), downtime_s=event.downtime_s)
+        self.schedule(event, back, functools.partial(self.restart_back, event, member))
+
+    def restart_back(self, event: TimelineEvent, member: str, at: float) -> None:
+        self.check_host(event, "downtime_s", member, at)
+        self.arrive(event, at, member)
+
+    # ---- member faults
+
+    def fault_end(self, event: TimelineEvent, at: float) -> float:
+        assert event.duration_s is not None
+        end = at + event.duration_s
+        self.within_run(event, end, "duration_s", f"the end of the {event.action}")
+        return end
+
+    def timed_member_fault(self, event: TimelineEvent, at: float) -> None:
+        member = self.one_member(event, at)
+        self.fault_end(event, at)
+        self.plan(
+            event,
+            at,
+            event.action,
+            members=(member,),
+            duration_s=event.duration_s,
+            processing_ms_per_message=event.processing_ms_per_message,
+        )
+
+    def network_partition(self, event: TimelineEvent, at: float) -> None:
+        members = self.some_members(event, at)
+        self.fault_end(event, at)
+        self.plan(
+            event,
+            at,
+            "network_partition",
+            members=members,
+            target=event.target,
+            duration_s=event.duration_s,
+        )
+
+    def host_crash(self, event: TimelineEvent, at: float) -> None:
+        host = event.host
+        assert host is not None
+        if host >= self.host_count:
+            key = self.key(event, "host")
+            raise _TimelineError(
+                key,
+                f"{key} must be an integer between 0 and {self.host_count - 1} (consumer "
+                f"hosts minus one: ceil(members / [group].consumers_per_host)), got {host}",
+            )
+        if host in self.dead_hosts:
+            self.fail(
+                event,
+                "host",
+                f"consumer host {host} is already down at {_t(at)} s "
+                f"(it crashed at {self.dead_hosts[host]} s)",
+            )
+        self.dead_hosts[host] = _t(at)
+        victims = tuple(m for m in self.live() if self.sc.host_of(m) == host)
+        for member in victims:
+            why = f"it crashed with consumer host {host} at {_t(at)} s"
+            self.go(event, at, "crash", member, why)
+        self.plan(event, at, "host_crash", host=host, members=victims)
+
+    # ---- brokers and ZooKeeper
+
+    def node(self, event: TimelineEvent) -> tuple[str, str, int, dict[int, float]]:
+        """(key name, display name, id, down-table) of a broker or ZooKeeper action."""
+        if event.action.startswith("broker"):
+            assert event.broker is not None
+            return "broker", "broker", event.broker, self.brokers_down
+        assert event.zk_member is not None
+        return "zk_member", "ZooKeeper member", event.zk_member, self.zk_down
+
+    def node_crash(self, event: TimelineEvent, at: float) -> None:
+        name, shown, ident, down = self.node(event)
+        if ident in down:
+            self.fail(
+                event,
+                name,
+                f"{shown} {ident} is already down at {_t(at)} s (it crashed at {down[ident]} s)",
+            )
+        down[ident] = _t(at)
+        self.plan(event, at, event.action, **{name: ident})
+        if event.restart_after_s is not None:
+            back = at + event.restart_after_s
+            self.within_run(event, back, "restart_after_s", f"the restart of {shown} {ident}")
+            self.schedule(event, back, functools.partial(self.node_back, event, "restart_after_s"))
+
+    def node_restart(self, event: TimelineEvent, at: float) -> None:
+        self.node_back(event, self.node(event)[0], at)
+
+    def node_back(self, event: TimelineEvent, key_name: str, at: float) -> None:
+        name, shown, ident, down = self.node(event)
+        if ident not in down:
+            self.fail(event, key_name, f"{shown} {ident} is not down at {_t(at)} s")
+        del down[ident]
+        action = "broker_restart" if name == "broker" else "zk_restart"
+        self.plan(event, at, action, **{name: ident})
+
+    def quorum_loss(self, event: TimelineEvent, at: float) -> None:
+        size = self.sc.cluster.zookeeper_ensemble
+        majority = size // 2 + 1
+        live = [m for m in range(size) if m not in self.zk_down]
+        if len(live) < majority:
+            self.fail(
+                event,
+                "action",
+                f"only {len(live)} of {size} ZooKeeper members are up at {_t(at)} s, "
+                f"fewer than the majority ({majority}) a quorum loss crashes",
+            )
+        chosen = sorted(self.rng(event).sample(live, majority))
+        end = self.fault_end(event, at)
+        for zk in chosen:
+            self.zk_down[zk] = _t(at)
+            self.plan(event, at, "zk_crash", zk_member=zk)
+        self.schedule(event, end, functools.partial(self.quorum_back, event, tuple(chosen)))
+
+    def quorum_back(self, event: TimelineEvent, chosen: tuple[int, ...], at: float) -> None:
+        for zk in chosen:
+            if zk not in self.zk_down:
+                self.fail(event, "duration_s", f"ZooKeeper member {zk} is not down at {_t(at)} s")
+            del self.zk_down[zk]
+            self.plan(event, at, "zk_restart", zk_member=zk)
+
+    # ---- topics
+
+    def add_partitions(self, event: TimelineEvent, at: float) -> None:
+        assert event.topic is not None and event.partitions is not None
+        current = self.partitions[event.topic]
+        if event.partitions <= current:
+            key = self.key(event, "partitions")
+            raise _TimelineError(
+                key,
+                f"{key} must be larger than the {current} partitions {_show(event.topic)} "
+                f"has at {_t(at)} s, got {event.partitions}",
+            )
+        self.partitions[event.topic] = event.partitions
+        self.plan(event, at, "add_partitions", topic=event.topic, partitions=event.partitions)
+
+    def subscribe(self, event: TimelineEvent, at: float) -> None:
+        members = self.some_members(event, at)
+        self.plan(event, at, "subscribe", members=members, topics=event.topics)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -1101,8 +1628,8 @@ class _Parser:
             "time_scale",
             "time_scale",
             1.0,
-            "a number with 0 < time_scale <= 1",
-            lambda x: 0 < x <= 1,
+            f"a number with 0 < time_scale <= {MAX_TIME_SCALE:g}",
+            lambda x: 0 < x <= MAX_TIME_SCALE,
         )
         kafka_version = self.string(
             doc,
@@ -1121,8 +1648,8 @@ class _Parser:
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
         kafka = self.kafka(self.table(doc, "kafka"))
-        timeline = self.timeline(doc, duration_s, group.consumers)
-        return Scenario(
+        timeline = self.timeline(doc, duration_s, cluster, topic_names)
+        scenario = Scenario(
             name=name,
             description=description,
             seed=seed,
@@ -1137,6 +1664,11 @@ class _Parser:
             source=self.source,
             kafka_version=kafka_version,
         )
+        try:
+            _expansion(scenario)
+        except _TimelineError as err:
+            self.fail(err.key, str(err))
+        return scenario
 
     def cluster(self, table: dict[str, object]) -> ClusterSpec:
         self.check_keys(table, ("brokers", "zookeeper_ensemble"), _in_section("cluster"))
@@ -1329,48 +1861,177 @@ class _Parser:
         return value
 
     def timeline(
-        self, doc: Mapping[str, object], duration_s: float, initial: int
+        self,
+        doc: Mapping[str, object],
+        duration_s: float,
+        cluster: ClusterSpec,
+        topic_names: Sequence[str],
     ) -> tuple[TimelineEvent, ...]:
         raw = doc.get("timeline", [])
         if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
             self.must("timeline", "an array of tables ([[timeline]])", raw)
-        events: list[TimelineEvent] = []
-        for i, table in enumerate(raw):
-            where = f"timeline[{i}]"
-            self.check_keys(table, ("at_s", "action", "count", "member"), _in_array(where))
-            at_s = self.number(
-                table,
-                "at_s",
-                f"{where}.at_s",
-                None,
-                f"a number between 0 and duration_s ({duration_s})",
-                lambda x: 0 <= x <= duration_s,
-            )
-            action = self.choice(table, "action", f"{where}.action", None, ACTIONS)
-            if action == "join":
-                if "member" in table:
-                    self.fail(
-                        f"{where}.member",
-                        f"{where}.member: not allowed for a join (new members are named "
-                        "c-<n> in creation order)",
-                    )
-                count = self.integer(table, "count", f"{where}.count", 1, 1)
-                events.append(TimelineEvent(at_s, action, count, None, i))
-            else:
-                if "count" in table:
-                    self.fail(
-                        f"{where}.count",
-                        f"{where}.count: only allowed for a join, not a {action}",
-                    )
-                member = self.string(table, "member", f"{where}.member", None)
-                events.append(TimelineEvent(at_s, action, 1, member, i))
+        events = [
+            self.timeline_event(table, i, duration_s, cluster, topic_names)
+            for i, table in enumerate(raw)
+        ]
         events.sort(key=lambda e: e.at_s)  # stable: ties keep file order
-        try:
-            _plan_membership(initial, events)
-        except _MembershipError as err:
-            key = f"timeline[{err.event.index}].member"
-            self.fail(key, f"{key}: {err}")
         return tuple(events)
+
+    def timeline_event(
+        self,
+        table: Mapping[str, object],
+        i: int,
+        duration_s: float,
+        cluster: ClusterSpec,
+        topic_names: Sequence[str],
+    ) -> TimelineEvent:
+        where = f"timeline[{i}]"
+        self.check_keys(table, _ALL_TIMELINE_KEYS, _in_array(where))
+        at_s = self.number(
+            table,
+            "at_s",
+            f"{where}.at_s",
+            None,
+            f"a number between 0 and duration_s ({duration_s})",
+            lambda x: 0 <= x <= duration_s,
+        )
+        action = self.choice(table, "action", f"{where}.action", None, TIMELINE_ACTIONS)
+        allowed = _TIMELINE_KEYS[action]
+        for key in table:
+            if key in ("at_s", "action") or key in allowed:
+                continue
+            if action == "join" and key == "member":
+                self.fail(
+                    f"{where}.member",
+                    f"{where}.member: not allowed for a join (new members are named "
+                    "c-<n> in creation order)",
+                )
+            takes = ", ".join(allowed)
+            self.fail(
+                f"{where}.{key}", f"{where}.{key}: not allowed for a {action} (it takes {takes})"
+            )
+
+        def positive(key: str) -> float | None:
+            if key not in table:
+                return None
+            return self.number(table, key, f"{where}.{key}", None, "a number > 0", lambda x: x > 0)
+
+        def required_positive(key: str) -> float:
+            return self.number(table, key, f"{where}.{key}", None, "a number > 0", lambda x: x > 0)
+
+        def index(key: str, size: int, note: str) -> int:
+            return self.integer(table, key, f"{where}.{key}", None, 0, size - 1, note)
+
+        event = TimelineEvent(at_s=at_s, action=action, index=i)
+        if action == "join":
+            count = self.integer(table, "count", f"{where}.count", 1, 1)
+            return replace(event, count=count, interval_s=positive("interval_s"))
+        if action in ("leave", "crash"):
+            return self.departure(table, event, where, positive("interval_s"))
+        if action in ("restart", "network_partition", "subscribe"):
+            event = self.who(table, event, where, many=True)
+        elif action in ("pause", "slow"):
+            event = self.who(table, event, where, many=False)
+        if action == "restart":
+            interval = positive("interval_s")
+            downtime = self.number(
+                table, "downtime_s", f"{where}.downtime_s", 0.0, "a number >= 0", lambda x: x >= 0
+            )
+            return replace(event, interval_s=interval, downtime_s=downtime)
+        if action in ("pause", "slow", "network_partition", "zk_quorum_loss"):
+            event = replace(event, duration_s=required_positive("duration_s"))
+        if action == "slow":
+            cost = required_positive("processing_ms_per_message")
+            return replace(event, processing_ms_per_message=cost)
+        if action == "network_partition":
+            target = self.choice(table, "target", f"{where}.target", None, PARTITION_TARGETS)
+            return replace(event, target=target)
+        if action == "host_crash":
+            return replace(event, host=self.integer(table, "host", f"{where}.host", None, 0))
+        if action in ("broker_crash", "broker_restart"):
+            broker = index("broker", cluster.brokers, "[cluster].brokers minus one")
+            return replace(event, broker=broker, restart_after_s=positive("restart_after_s"))
+        if action in ("zk_crash", "zk_restart"):
+            zk = index(
+                "zk_member", cluster.zookeeper_ensemble, "[cluster].zookeeper_ensemble minus one"
+            )
+            return replace(event, zk_member=zk, restart_after_s=positive("restart_after_s"))
+        if action == "add_partitions":
+            topic = self.choice(table, "topic", f"{where}.topic", None, topic_names)
+            partitions = self.integer(table, "partitions", f"{where}.partitions", None, 1)
+            return replace(event, topic=topic, partitions=partitions)
+        if action == "subscribe":
+            if "topics" not in table:
+                self.fail(f"{where}.topics", f"{where}.topics is required")
+            topics = self.topic_list(table, "topics", f"{where}.topics", topic_names)
+            return replace(event, topics=topics)
+        return event
+
+    def departure(
+        self,
+        table: Mapping[str, object],
+        event: TimelineEvent,
+        where: str,
+        interval_s: float | None,
+    ) -> TimelineEvent:
+        """A leave or crash: one ``member``, or a scale-in burst of ``count``."""
+        if "member" in table and "count" in table:
+            self.fail(
+                f"{where}.count",
+                f"{where}.count: not allowed together with {where}.member (a {event.action} "
+                "names one member, or a count of the newest)",
+            )
+        if "count" in table:
+            count = self.integer(table, "count", f"{where}.count", None, 1)
+            return replace(event, count=count, interval_s=interval_s)
+        if interval_s is not None:
+            self.fail(
+                f"{where}.interval_s",
+                f"{where}.interval_s: only allowed with {where}.count (a scale-in burst)",
+            )
+        if "member" not in table:
+            self.fail(
+                f"{where}.member",
+                f'{where}.member is required (a name like "c-3" or "random"), or a count',
+            )
+        return replace(event, member=self.member(table, f"{where}.member"))
+
+    def who(
+        self, table: Mapping[str, object], event: TimelineEvent, where: str, *, many: bool
+    ) -> TimelineEvent:
+        """The ``member`` (or, when ``many``, ``members``) an action acts on."""
+        if "member" in table and "members" in table:
+            self.fail(
+                f"{where}.members",
+                f"{where}.members: not allowed together with {where}.member",
+            )
+        if "member" in table:
+            return replace(event, member=self.member(table, f"{where}.member"))
+        if not many or (event.action != "subscribe" and "members" not in table):
+            key = f"{where}.member"
+            extra = " (or members)" if many else ""
+            self.fail(key, f'{key}{extra} is required (a name like "c-3" or "random")')
+        value = table.get("members", "all")
+        requirement = '"all" or a non-empty array of member names like "c-3"'
+        if value == "all":
+            return replace(event, members="all")
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and _MEMBER_RE.fullmatch(v) for v in value)
+        ):
+            self.must(f"{where}.members", requirement, value)
+        names: list[str] = [str(v) for v in value]
+        for n, name in enumerate(names):
+            if name in names[:n]:
+                self.fail(
+                    f"{where}.members[{n}]",
+                    f"{where}.members[{n}]: member {_show(name)} is listed twice",
+                )
+        return replace(event, members=tuple(names))
+
+    def member(self, table: Mapping[str, object], shown: str) -> str:
+        return self.string(table, "member", shown, None)
 
 
 _TOP_KEYS: Final = (

@@ -26,6 +26,7 @@ from emulator.scenario import (
 
 SOURCE = "test.toml"
 TOPIC = '[[topics]]\nname = "t"\npartitions = 4\n'
+TL = TOPIC + "[[timeline]]\nat_s = 1\n"
 
 
 def parse(text: str) -> Scenario:
@@ -68,6 +69,101 @@ class TestQuickstart:
     def test_every_bundled_scenario_parses(self) -> None:
         for name, path in bundled_scenarios().items():
             assert load_scenario(path).name == name
+
+
+LIBRARY = (
+    "quickstart",
+    "zombie-double-consume",
+    "claim-race",
+    "scale-out",
+    "rolling-restart",
+    "rolling-restart-static",
+    "broker-failure",
+    "zk-member-loss",
+    "zk-quorum-loss",
+    "large-group",
+)
+
+
+class TestLibrary:
+    """The bundled scenario library: each parses, plans, stays short, and tells its story."""
+
+    def load(self, name: str) -> Scenario:
+        return load_scenario(bundled_scenarios()[name])
+
+    @pytest.mark.parametrize("name", LIBRARY)
+    def test_parses_and_plans(self, name: str) -> None:
+        path = bundled_scenarios()[name]
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("# "), "each scenario opens with a comment saying what it shows"
+        scenario = load_scenario(path)
+        plan = scenario.action_plan()
+        assert plan, name
+        assert all(0 <= a.at_s <= scenario.duration_s for a in plan)
+        assert [a.at_s for a in plan] == sorted(a.at_s for a in plan)
+        assert scenario.kafka_str("auto.offset.reset") == "smallest"
+        assert scenario.wall_duration_s <= 60, "well under a minute of wall time per protocol"
+        json.dumps(scenario.to_dict())
+
+    def test_zombie_pause_outlasts_every_session(self) -> None:
+        sc = self.load("zombie-double-consume")
+        pause = next(a for a in sc.action_plan() if a.action == "pause")
+        assert pause.duration_s is not None
+        pause_ms = pause.duration_s * 1000
+        assert pause_ms > sc.kafka_int("zookeeper.session.timeout.ms")
+        assert pause_ms > sc.kafka_int("session.timeout.ms", "classic")
+        assert pause_ms > sc.kafka_int("group.consumer.session.timeout.ms", "consumer")
+        # a fetched batch takes seconds, so the wake-up lands mid-batch
+        assert sc.group.processing_ms_per_message >= 50
+
+    def test_claim_race_joins_together(self) -> None:
+        sc = self.load("claim-race")
+        joins = [a for a in sc.action_plan() if a.action == "join"]
+        assert len({a.at_s for a in joins}) < len(joins)  # several at the same moment
+        assert "rebalance.max.retries" in sc.kafka and "rebalance.backoff.ms" in sc.kafka
+
+    def test_scale_out_joins_one_by_one(self) -> None:
+        sc = self.load("scale-out")
+        times = [a.at_s for a in sc.action_plan() if a.action == "join"]
+        assert len(times) >= 3 and len(set(times)) == len(times)
+
+    def test_rolling_restarts(self) -> None:
+        plain = self.load("rolling-restart")
+        static = self.load("rolling-restart-static")
+        assert not plain.group.static_membership and static.group.static_membership
+        for sc in (plain, static):
+            restarts = [a for a in sc.action_plan() if a.action == "restart"]
+            assert [a.members[0] for a in restarts] == list(sc.initial_members())
+            assert len({a.at_s for a in restarts}) == len(restarts)
+        downtime = max(a.downtime_s for a in static.action_plan() if a.action == "restart")
+        assert downtime * 1000 < static.kafka_int("session.timeout.ms", "classic")
+        assert downtime * 1000 < static.kafka_int("group.consumer.session.timeout.ms", "consumer")
+
+    def test_broker_failure_leaves_time_for_the_leader_rebalance(self) -> None:
+        sc = self.load("broker-failure")
+        assert all(t.replication_factor >= 2 for t in sc.topics)
+        restart = next(a for a in sc.action_plan() if a.action == "broker_restart")
+        interval = sc.kafka_int("leader.imbalance.check.interval.seconds")
+        assert sc.kafka_bool("auto.leader.rebalance.enable")
+        assert sc.duration_s - restart.at_s >= 2 * interval
+
+    def test_zookeeper_scenarios(self) -> None:
+        member = self.load("zk-member-loss")
+        assert member.cluster.zookeeper_ensemble == 3
+        zk = [(a.at_s, a.action) for a in member.action_plan() if a.action.startswith("zk_")]
+        assert zk == [(15.0, "zk_crash"), (30.0, "zk_restart")]
+        quorum = self.load("zk-quorum-loss")
+        assert quorum.cluster.zookeeper_ensemble == 3
+        crashes = [a for a in quorum.action_plan() if a.action == "zk_crash"]
+        restarts = [a for a in quorum.action_plan() if a.action == "zk_restart"]
+        assert len(crashes) == len(restarts) == 2
+
+    def test_large_group(self) -> None:
+        sc = self.load("large-group")
+        assert sc.group.consumers >= 200
+        assert sum(t.partitions for t in sc.topics) >= 2000
+        assert sc.group.consumers_per_host <= 100
+        assert [a.action for a in sc.action_plan()] == ["join", "crash"]
 
 
 # --------------------------------------------------------------------------- defaults
@@ -129,6 +225,8 @@ class TestDefaults:
         scenario = parse("duration_s = 80.0\ntime_scale = 0.25\n" + TOPIC)
         assert scenario.wall_duration_s == 20.0
         assert scenario.wall_s(6.0) == 1.5
+        slow = parse("duration_s = 20.0\ntime_scale = 2\n" + TOPIC)
+        assert slow.wall_duration_s == 40.0  # > 1: slower than Kafka's own time
 
 
 # --------------------------------------------------------------------------- Kafka configs
@@ -313,6 +411,30 @@ class TestSerialisation:
             "member": "c-1",
             "index": 1,
         }
+        assert data["action_plan"][1] == {
+            "action": "crash",
+            "at_s": 25.0,
+            "event_index": 1,
+            "members": ["c-1"],
+        }
+        assert data["host_count"] == 1
+
+    def test_to_dict_timeline_holds_the_fault_keys(self) -> None:
+        text = (
+            TOPIC
+            + '[[timeline]]\nat_s = 1\naction = "restart"\nmembers = "all"\n'
+            + "interval_s = 2\n"
+            + '[[timeline]]\nat_s = 5\naction = "network_partition"\nmembers = ["c-0"]\n'
+            + 'target = "brokers"\nduration_s = 3\n'
+        )
+        data = json.loads(json.dumps(parse(text).to_dict()))
+        assert data["timeline"][0]["members"] == "all"
+        assert data["timeline"][0]["interval_s"] == 2.0
+        assert data["timeline"][0]["downtime_s"] == 0.0
+        assert data["timeline"][1]["members"] == ["c-0"]
+        assert data["timeline"][1]["target"] == "brokers"
+        assert "broker" not in data["timeline"][1]
+        assert [a["action"] for a in data["action_plan"]] == ["restart", "network_partition"]
 
     def test_hashable_picklable_and_equal(self) -> None:
         path = bundled_scenarios()["quickstart"]
@@ -340,8 +462,8 @@ ERROR_CASES: list[tuple[str, str, str]] = [
     ('duration_s = "60"\n' + TOPIC, "duration_s", 'got "60"'),
     ("duration_s = nan\n" + TOPIC, "duration_s", "got nan"),
     ("duration_s = inf\n" + TOPIC, "duration_s", "got inf"),
-    ("time_scale = 0\n" + TOPIC, "time_scale", "0 < time_scale <= 1"),
-    ("time_scale = 1.5\n" + TOPIC, "time_scale", "got 1.5"),
+    ("time_scale = 0\n" + TOPIC, "time_scale", "0 < time_scale <= 10"),
+    ("time_scale = 10.5\n" + TOPIC, "time_scale", "got 10.5"),
     ("cluster = 3\n" + TOPIC, "[cluster]", "[cluster] must be a table, got 3"),
     (TOPIC + "[cluster]\nbrokers = 0\n", "[cluster].brokers", "integer >= 1, got 0"),
     (TOPIC + "[cluster]\nzookeeper_ensemble = 2\n", "[cluster].zookeeper_ensemble", "1, 3 or 5"),
@@ -473,7 +595,7 @@ ERROR_CASES: list[tuple[str, str, str]] = [
     (
         TOPIC + '[[timeline]]\nat_s = 1\naction = "kill"\n',
         "timeline[0].action",
-        'one of "join", "leave", "crash", got "kill"',
+        'one of "join", "leave", "crash", "restart", ',
     ),
     (
         TOPIC + '[[timeline]]\nat_s = 1\naction = "join"\nmember = "c-1"\n',
@@ -488,7 +610,7 @@ ERROR_CASES: list[tuple[str, str, str]] = [
     (
         TOPIC + '[[timeline]]\nat_s = 1\naction = "leave"\ncount = 1\nmember = "c-0"\n',
         "timeline[0].count",
-        "only allowed for a join, not a leave",
+        "not allowed together with timeline[0].member",
     ),
     (TOPIC + '[[timeline]]\nat_s = 1\naction = "crash"\n', "timeline[0].member", "is required"),
     (
@@ -516,6 +638,129 @@ ERROR_CASES: list[tuple[str, str, str]] = [
         'no member "c-2" exists at 5.0 s (it joins at 9.0 s)',
     ),
     (TOPIC + '[[timeline]]\nat_s = 1\naction = "join"\ntime = 2\n', "timeline[0].time", "unknown"),
+    # ---- the fault vocabulary
+    (TL + 'action = "join"\nduration_s = 2\n', "timeline[0].duration_s", "not allowed for a join"),
+    (TL + 'action = "join"\ninterval_s = 0\n', "timeline[0].interval_s", "> 0, got 0"),
+    (
+        TL + 'action = "pause"\nmember = "c-0"\nduraton_s = 2\n',
+        "timeline[0].duraton_s",
+        "unknown key; did you mean timeline[0].duration_s?",
+    ),
+    (
+        TL + 'action = "leave"\nmember = "c-0"\ninterval_s = 2\n',
+        "timeline[0].interval_s",
+        "only allowed with timeline[0].count",
+    ),
+    (TL + 'action = "crash"\ncount = 0\n', "timeline[0].count", ">= 1, got 0"),
+    (TL + 'action = "crash"\n', "timeline[0].member", "is required"),
+    (TL + 'action = "restart"\n', "timeline[0].member", "(or members) is required"),
+    (
+        TL + 'action = "restart"\nmember = "c-0"\nmembers = "all"\n',
+        "timeline[0].members",
+        "not allowed together with timeline[0].member",
+    ),
+    (
+        TL + 'action = "restart"\nmembers = "some"\n',
+        "timeline[0].members",
+        'must be "all" or a non-empty array of member names',
+    ),
+    (TL + 'action = "restart"\nmembers = []\n', "timeline[0].members", "got an array"),
+    (TL + 'action = "restart"\nmembers = ["c-0", 1]\n', "timeline[0].members", "got an array"),
+    (
+        TL + 'action = "restart"\nmembers = ["c-0", "c-0"]\n',
+        "timeline[0].members[1]",
+        'member "c-0" is listed twice',
+    ),
+    (
+        TL + 'action = "restart"\nmember = "c-0"\ndowntime_s = -1\n',
+        "timeline[0].downtime_s",
+        ">= 0, got -1",
+    ),
+    (
+        TL + 'action = "restart"\nmembers = ["c-0", "c-3"]\n',
+        "timeline[0].members",
+        'no member "c-3" exists at 1.0 s',
+    ),
+    (TL + 'action = "pause"\nmember = "c-0"\n', "timeline[0].duration_s", "is required"),
+    (
+        TL + 'action = "pause"\nmember = "c-0"\nduration_s = 0\n',
+        "timeline[0].duration_s",
+        "must be a number > 0, got 0",
+    ),
+    (
+        TL + 'action = "pause"\nmember = "c-0"\nduration_s = "5"\n',
+        "timeline[0].duration_s",
+        'got "5"',
+    ),
+    (
+        TL + 'action = "pause"\nmembers = ["c-0"]\nduration_s = 5\n',
+        "timeline[0].members",
+        "not allowed for a pause",
+    ),
+    (
+        TL + 'action = "pause"\nmember = "c-7"\nduration_s = 5\n',
+        "timeline[0].member",
+        'no member "c-7" exists at 1.0 s',
+    ),
+    (
+        TL + 'action = "slow"\nmember = "c-0"\nduration_s = 5\n',
+        "timeline[0].processing_ms_per_message",
+        "is required",
+    ),
+    (
+        TL + 'action = "network_partition"\nmember = "c-0"\nduration_s = 5\n',
+        "timeline[0].target",
+        "is required",
+    ),
+    (
+        TL + 'action = "network_partition"\nmember = "c-0"\nduration_s = 5\ntarget = "zk"\n',
+        "timeline[0].target",
+        'one of "zookeeper", "coordinator", "brokers", got "zk"',
+    ),
+    (TL + 'action = "host_crash"\n', "timeline[0].host", "is required"),
+    (TL + 'action = "host_crash"\nhost = -1\n', "timeline[0].host", ">= 0, got -1"),
+    (TL + 'action = "host_crash"\nhost = 1\n', "timeline[0].host", "between 0 and 0"),
+    (
+        TL + 'action = "broker_crash"\nbroker = 3\n',
+        "timeline[0].broker",
+        "between 0 and 2 ([cluster].brokers minus one), got 3",
+    ),
+    (TL + 'action = "broker_crash"\nbroker = "b1"\n', "timeline[0].broker", 'got "b1"'),
+    (
+        TL + 'action = "broker_crash"\nbroker = 0\nrestart_after_s = 0\n',
+        "timeline[0].restart_after_s",
+        "> 0, got 0",
+    ),
+    (
+        TL + 'action = "broker_restart"\nbroker = 0\nrestart_after_s = 5\n',
+        "timeline[0].restart_after_s",
+        "not allowed for a broker_restart",
+    ),
+    (
+        TL + 'action = "zk_crash"\nzk_member = 1\n',
+        "timeline[0].zk_member",
+        "between 0 and 0 ([cluster].zookeeper_ensemble minus one), got 1",
+    ),
+    (TL + 'action = "zk_restart"\n', "timeline[0].zk_member", "is required"),
+    (TL + 'action = "zk_quorum_loss"\n', "timeline[0].duration_s", "is required"),
+    (
+        TL + 'action = "add_partitions"\ntopic = "x"\npartitions = 8\n',
+        "timeline[0].topic",
+        'one of "t", got "x"',
+    ),
+    (
+        TL + 'action = "add_partitions"\ntopic = "t"\npartitions = 4\n',
+        "timeline[0].partitions",
+        'must be larger than the 4 partitions "t" has at 1.0 s, got 4',
+    ),
+    (TL + 'action = "add_partitions"\ntopic = "t"\n', "timeline[0].partitions", "is required"),
+    (TL + 'action = "subscribe"\n', "timeline[0].topics", "is required"),
+    (TL + 'action = "subscribe"\ntopics = ["x"]\n', "timeline[0].topics[0]", 'no topic "x"'),
+    (
+        TL + 'action = "subscribe"\ntopics = ["t"]\nmembers = ["c-1"]\n',
+        "timeline[0].members",
+        'no member "c-1" exists at 1.0 s',
+    ),
 ]
 
 
