@@ -8,6 +8,26 @@ that is ready for them, including JoinGroup and SyncGroup answers that the
 coordinator parked until the group moved on. Timers (session expiry, join and
 sync deadlines, rebalance timeouts) run from the broker's own loop through
 :meth:`CoordinatorHost.poll`.
+
+Coordinator failover: the broker keeps the leader map of ``__consumer_offsets``
+current (:meth:`CoordinatorHost.set_leaders`), so FindCoordinator names the
+partition's current leader (COORDINATOR_NOT_AVAILABLE while it has none).
+When the broker becomes leader of an offsets partition it loads the committed
+offsets of that partition's groups from its replica
+(:meth:`CoordinatorHost.load_partition`; followers get them with each replica
+fetch, :meth:`CoordinatorHost.offsets_snapshot`); when it stops leading one it
+unloads those groups (:meth:`CoordinatorHost.unload_partition`: parked joins
+and syncs, and every later request, get NOT_COORDINATOR).
+
+Deviations from Kafka: only the committed offsets move to the new
+coordinator. Kafka also loads the group metadata (members, generation,
+assignment) from the log; here the new coordinator starts the group empty, so
+the members' next heartbeat gets UNKNOWN_MEMBER_ID and they rejoin (a KIP-848
+member rejoins with epoch 0). Commits are answered at once and reach the
+followers with their next replica fetch (Kafka writes them with
+``offsets.commit.required.acks`` = -1), so a commit made in the last replica
+tick before the leader dies can be lost: the group re-processes from the
+previous commit.
 """
 
 from __future__ import annotations
@@ -26,7 +46,7 @@ from emulator.modern.messages import (
 )
 from emulator.modern.placement import coordinator_partition
 
-CoordinatorFactory = Callable[[str], Any]
+CoordinatorFactory = Callable[..., Any]
 
 
 class CoordinatorHost:
@@ -37,7 +57,8 @@ class CoordinatorHost:
         offsets_leaders: ``__consumer_offsets`` partition -> leader broker id.
         factory: makes the coordinator state machine of a new group (with the
             protocol's ``handle(now, request)``, ``poll(now)`` and
-            ``next_deadline()``).
+            ``next_deadline()``); ``factory(group_id, committed)`` when the
+            group has committed offsets to start from.
         emit: writes an event to this broker's log.
     """
 
@@ -59,15 +80,67 @@ class CoordinatorHost:
         self._mailbox: dict[str, list[GroupResponse]] = defaultdict(list)
         self.requests = 0
         self.requests_by_kind: dict[str, int] = defaultdict(int)
+        # Offsets partition -> group -> committed offsets, loaded on becoming its
+        # leader and not yet handed to a coordinator.
+        self._loaded: dict[int, dict[str, dict[Any, int]]] = {}
 
-    def coordinator_for(self, group_id: str) -> int:
-        """The broker that coordinates ``group_id`` (the hash is cached per group)."""
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
         part = self._partition_of.get(group_id)
         if part is None:
             part = self._partition_of[group_id] = coordinator_partition(
                 group_id, self.num_partitions
             )
-        return self.offsets_leaders[part]
+        return part
+
+    def coordinator_for(self, group_id: str) -> int:
+        """The broker that coordinates ``group_id``; -1 while its partition has no leader."""
+        return self.offsets_leaders.get(self.partition_for(group_id), -1)
+
+    # ------------------------------------------------------------ failover
+
+    def set_leaders(self, offsets_leaders: dict[int, int]) -> None:
+        """The current leaders of the ``__consumer_offsets`` partitions (changed entries)."""
+        self.offsets_leaders.update(offsets_leaders)
+
+    def load_partition(self, partition: int, groups: dict[str, dict[Any, int]]) -> None:
+        """This broker now leads ``partition``: its groups start from these committed offsets.
+
+        Args:
+            partition: the ``__consumer_offsets`` partition.
+            groups: group id -> committed offsets, as this broker's replica has them.
+        """
+        self.offsets_leaders[partition] = self.broker_id
+        self._loaded[partition] = {g: dict(o) for g, o in groups.items()}
+        for g in list(self.coordinators):  # coordinators left from an earlier term
+            if self.partition_for(g) == partition and g in self._loaded[partition]:
+                del self.coordinators[g]
+
+    def unload_partition(self, partition: int, now_ms: float) -> None:
+        """This broker no longer leads ``partition``: drop its groups' coordinators."""
+        self._loaded.pop(partition, None)
+        for g in list(self.coordinators):
+            if self.partition_for(g) != partition:
+                continue
+            coord = self.coordinators.pop(g)
+            unload = getattr(coord, "unload", None)
+            if unload is not None:
+                self._dispatch(unload(now_ms))
+
+    def offsets_snapshot(self, partition: int) -> dict[str, dict[Any, int]]:
+        """The committed offsets of the groups of ``partition`` (what its log holds)."""
+        out = {g: dict(o) for g, o in self._loaded.get(partition, {}).items()}
+        for g, coord in self.coordinators.items():
+            if self.partition_for(g) == partition:
+                out[g] = dict(coord.committed_offsets())
+        return out
+
+    def _create(self, group_id: str) -> Any:
+        loaded = self._loaded.get(self.partition_for(group_id), {})
+        committed = loaded.pop(group_id, None)
+        coord = self.factory(group_id, committed) if committed else self.factory(group_id)
+        self.coordinators[group_id] = coord
+        return coord
 
     def exchange(
         self, now_ms: float, host_key: str, requests: Iterable[GroupRequest]
@@ -78,16 +151,20 @@ class CoordinatorHost:
             self.requests_by_kind[type(req).__name__] += 1
             self._route[req.corr] = host_key
             if isinstance(req, FindCoordinatorRequest):
-                self._deliver(
-                    FindCoordinatorResponse(req.corr, node_id=self.coordinator_for(req.group_id))
-                )
+                node = self.coordinator_for(req.group_id)
+                if node < 0:
+                    self._deliver(
+                        FindCoordinatorResponse(req.corr, Errors.COORDINATOR_NOT_AVAILABLE)
+                    )
+                else:
+                    self._deliver(FindCoordinatorResponse(req.corr, node_id=node))
                 continue
             if self.coordinator_for(req.group_id) != self.broker_id:
                 self._deliver(error_response(req, Errors.NOT_COORDINATOR))
                 continue
             coord = self.coordinators.get(req.group_id)
             if coord is None:
-                coord = self.coordinators[req.group_id] = self.factory(req.group_id)
+                coord = self._create(req.group_id)
             self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
 

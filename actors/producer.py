@@ -6,6 +6,17 @@ call per leader broker. Partitioners: ``round-robin`` (cycle the
 partitions), ``key-hash`` (Kafka 0.8 ``DefaultPartitioner``:
 ``abs(key.hashCode) % numPartitions`` over seeded keys) and ``explicit``
 (one partition).
+
+Every produce is ``acks=all`` (the broker answers once the high watermark
+covers the batch, :meth:`actors.broker.BrokerCore.produce`); PRODUCED is
+written only for acknowledged batches. Leaders come from a
+:class:`~actors.metadata.LeaderCache`: a batch answered NotLeader or
+RequestTimedOut, or sent to a broker that does not answer, goes back to the
+backlog and is sent again (the messages are counts, so a retry is the same
+count once more) to the leader the refreshed metadata names. Emulator
+choice: retries are unbounded (the 0.8 producer gives up after
+``message.send.max.retries`` = 3 and drops the batch); an unacknowledged
+batch may still have reached the log, as in Kafka (at-least-once).
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from typing import Any
 import ray
 
 from actors.context import RunContext
+from actors.metadata import LeaderCache
 from emulator.events import EventKind
 from emulator.javahash import java_string_hashcode
 
@@ -73,6 +85,10 @@ class ProducerCore:
         self._stop = False
         self.produced = 0
         self.failed = 0
+        self.retried = 0
+        self.leader_cache = LeaderCache(ctx, self.brokers)
+        self._inflight: set[int] = set()
+        self._sends: set[asyncio.Task[None]] = set()
 
     def _partition_for(self, topic: str) -> int:
         n = self.topics[topic]
@@ -96,40 +112,70 @@ class ProducerCore:
         return n
 
     async def tick(self) -> int:
-        """Produce what is due now; return the number of messages appended."""
+        """Queue what is due now and send a batch to each leader with none in flight.
+
+        Returns the number of messages sent (answered later, in the background).
+        """
         n = self._due(self.clock.now_ms())
         names = sorted(self.topics)
         for _ in range(n):
             topic = names[self._topic_cycle % len(names)]
             self._topic_cycle += 1
             self._backlog[(topic, self._partition_for(topic))] += 1
+        self.leader_cache.maybe_refresh()
         if not self._backlog:
             return 0
         by_broker: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
         for tp, count in list(self._backlog.items()):
+            leader = self.leader_cache.leader(tp)
+            if leader is None or leader in self._inflight:
+                continue
             take = min(count, self.batch_size)
-            by_broker[self.ctx.leaders[tp]][tp] = take
+            by_broker[leader][tp] = take
             if take == count:
                 del self._backlog[tp]
             else:
                 self._backlog[tp] = count - take
-        refs = {b: self.brokers[b].produce.remote(batch) for b, batch in by_broker.items()}
-        done = 0
-        for b, ref in refs.items():
+        sent = 0
+        for b, batch in by_broker.items():
+            self._inflight.add(b)
+            sent += sum(batch.values())
+            task = asyncio.ensure_future(self._send(b, batch))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+        return sent
+
+    def _requeue(self, batch: dict[TopicPartition, int]) -> None:
+        for tp, n in batch.items():
+            self._backlog[tp] += n
+            self.failed += n
+            self.retried += n
+
+    async def _send(self, b: int, batch: dict[TopicPartition, int]) -> None:
+        """One produce call; acknowledged batches are PRODUCED, the rest are queued again."""
+        try:
+            handle = self.leader_cache.handle(b)
+            if handle is None:
+                self.leader_cache.failed(b)
+                self._requeue(batch)
+                return
             try:
-                result = await ref
-            except Exception as exc:  # a dead broker: counted, the run goes on
-                self.failed += sum(by_broker[b].values())
+                result = await handle.produce.remote(batch)
+            except Exception as exc:  # a dead broker: the batch goes to the new leader
+                self.leader_cache.failed(b)
+                self._requeue(batch)
                 self.events.emit(
-                    EventKind.FAULT_INJECTED,
-                    reason="produce_failed",
+                    EventKind.REQUEST_ERROR,
+                    reason="NETWORK_EXCEPTION",
                     broker=b,
-                    detail=type(exc).__name__,
+                    detail=f"produce: {type(exc).__name__}",
                 )
-                continue
+                return
             for (topic, partition), (start, end) in result.items():
+                tp = (topic, partition)
                 if start < 0:
-                    self.failed += by_broker[b][(topic, partition)]
+                    self.leader_cache.not_leader(tp)
+                    self._requeue({tp: batch[tp]})
                     continue
                 self.events.emit(
                     EventKind.PRODUCED,
@@ -139,9 +185,14 @@ class ProducerCore:
                     offset_end=end,
                     broker=b,
                 )
-                done += end - start
-        self.produced += done
-        return done
+                self.produced += end - start
+        finally:
+            self._inflight.discard(b)
+
+    def update_partitions(self, topic: str, total: int) -> None:
+        """The topic grew to ``total`` partitions (its new leaders come from metadata)."""
+        if topic in self.topics:
+            self.topics[topic] = total
 
     async def _loop(self) -> None:
         while not self._stop:
@@ -159,6 +210,8 @@ class ProducerCore:
         if self._task is not None:
             await asyncio.wait_for(self._task, 10.0)
             self._task = None
+        if self._sends:  # let the batches in flight be answered (acks, bounded)
+            await asyncio.wait(list(self._sends), timeout=30.0)
         if not self.events.closed:
             self.events.close()
         return {"produced": self.produced, "failed": self.failed}

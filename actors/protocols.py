@@ -135,15 +135,19 @@ def make_coordinator_factory(
 
         cfg = GroupCoordinatorConfig.from_kafka(props)
 
-        def classic(group_id: str) -> Any:
+        def classic(group_id: str, committed: dict[Any, int] | None = None) -> Any:
             rng = random.Random(f"{seed}/{broker_id}/{group_id}")
-            return ClassicGroupCoordinator(group_id, cfg, rng, broker=broker_id)
+            return ClassicGroupCoordinator(
+                group_id, cfg, rng, broker=broker_id, committed=committed
+            )
 
         return classic
     from emulator.modern.consumer_coordinator import make_consumer_coordinator
 
-    def kip848(group_id: str) -> Any:
+    def kip848(group_id: str, committed: dict[Any, int] | None = None) -> Any:
         rng = random.Random(f"{seed}/{broker_id}/{group_id}")
-        return make_consumer_coordinator(group_id, props, rng, broker_id, partitions_per_topic)
+        coord = make_consumer_coordinator(group_id, props, rng, broker_id, partitions_per_topic)
+        coord.committed.update(committed or {})
+        return coord
 
     return kip848
