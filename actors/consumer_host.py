@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import math
+import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
 
 from actors.context import RunContext
 from actors.legacy_member import LegacyMember
+from actors.metadata import LeaderCache
 from emulator.events import EventKind
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
@@ -30,6 +35,10 @@ TICK_S = 0.02
 # bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
 # 1024 messages.
 MESSAGE_BYTES = 1024
+# Emulator knob (not Kafka): the host flushes its event log at least this often
+# (wall seconds), so a killed host loses at most about this much of its log.
+FLUSH_S = 0.25
+PARTITION_TARGETS = ("zookeeper", "coordinator", "brokers")
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,12 @@ class ConsumerHostCore:
         self.index = index
         self.ctx = ctx
         self.brokers = brokers
+        # Partition leaders and broker handles (shares and refreshes self.brokers).
+        self.leader_cache = LeaderCache(ctx, self.brokers)
         self.clock = ctx.clock()
         self.events = ctx.writer(f"host-{index}", self.clock)
         self.config = LegacyConsumerConfig.from_kafka(ctx.kafka)
-        self.members: dict[str, LegacyMember] = {}
+        self.members: dict[str, Any] = {}  # LegacyMember or ModernMember
         self.gone: dict[str, str] = {}  # name -> left | crashed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -89,6 +100,15 @@ class ConsumerHostCore:
         self._awaiting: dict[int, tuple[int, Any]] = {}
         self._group_inflight: set[int] = set()
         self._bg: set[asyncio.Task[None]] = set()
+        # Faults (see the "faults" section).
+        self.specs: dict[str, MemberSpec] = {}
+        self.partitions_per_topic: dict[str, int] = dict(ctx.partitions_per_topic)
+        self.metadata_max_age_ms = float(str(ctx.kafka.get("metadata.max.age.ms", 300000)))
+        self._metadata_due: dict[str, float] = {}
+        self._restarts: dict[str, int] = defaultdict(int)
+        self._faults: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._last_flush = time.monotonic()
+        self._stopping = False
         if ctx.protocol != "zookeeper":
             # A modern consumer's poll() returns at most max.poll.records.
             self.max_fetch = min(self.max_fetch, int(str(ctx.kafka.get("max.poll.records", 500))))
@@ -112,6 +132,9 @@ class ConsumerHostCore:
         from zk_registry.legacy_driver import LegacyZkDriver
         from zk_registry.proxy import FaultProxy
 
+        for spec in specs:
+            self.specs[spec.name] = spec
+            self.gone.pop(spec.name, None)
         if self.ctx.protocol != "zookeeper":
             return [self._add_modern(spec) for spec in specs]
         loop = asyncio.get_running_loop()
@@ -181,10 +204,12 @@ class ConsumerHostCore:
             group=self.ctx.group,
             topics=sorted(spec.subscription),
             kafka=dict(self.ctx.kafka),
-            partitions_per_topic=dict(self.ctx.partitions_per_topic),
+            partitions_per_topic=dict(self.partitions_per_topic),
             assignor=self.ctx.assignor,
             static=self.ctx.static_membership,
-            corr_start=(spec.index + 1) * 1_000_000_000,
+            # A restarted member gets a fresh range, so a late answer to its
+            # predecessor's request can never match one of its own.
+            corr_start=(spec.index + 1) * 1_000_000_000 + self._restarts[spec.name] * 10_000_000,
         )
         box: list[Any] = []
 
@@ -272,7 +297,9 @@ class ConsumerHostCore:
         return True
 
     async def _retire(self, name: str, how: str) -> None:
-        member = self.members.pop(name)
+        member = self.members.pop(name, None)
+        if member is None:  # retired meanwhile (a restart and a stop both leaving it)
+            return
         member.alive = False
         self.gone[name] = how
         for tp, end in member.high_water.items():
@@ -297,6 +324,10 @@ class ConsumerHostCore:
 
     async def stop(self) -> dict[str, Any]:
         """Shut every consumer down gracefully, stop the loop, close the log."""
+        self._stopping = True
+        for task in self._faults.values():
+            task.cancel()
+        self._faults.clear()
         for name in list(self.members):
             await self.leave(name)
         self._stop = True
@@ -322,6 +353,7 @@ class ConsumerHostCore:
             self._send_fetches()
             if self._outbox or self._awaiting:
                 self._exchange_groups()
+            self._housekeeping(now)
             next_tick += TICK_S
             mono = time.monotonic()
             if next_tick < mono:  # behind: skip the missed ticks, do not run them back to back
@@ -332,9 +364,10 @@ class ConsumerHostCore:
         by_broker: dict[int, list[tuple[str, int, int | None, str, int]]] = defaultdict(list)
         owners: dict[int, list[tuple[LegacyMember, TopicPartition, int]]] = defaultdict(list)
         reset = self.config.auto_offset_reset
+        self.leader_cache.maybe_refresh()
         for member in self.members.values():
             for tp, offset, epoch in member.fetch_requests(self.max_chunks):
-                leader = self.ctx.leaders.get(tp)
+                leader = self.leader_cache.leader(tp)
                 if leader is None or leader in self._fetch_inflight:
                     pos = member.positions.get(tp)
                     if pos is not None:
@@ -355,15 +388,378 @@ class ConsumerHostCore:
         owners: list[tuple[LegacyMember, TopicPartition, int]],
     ) -> None:
         try:
-            result = await self.brokers[broker].fetch.remote(reqs)
-        except Exception:
+            handle = self.leader_cache.handle(broker)
+            if handle is None:
+                raise LookupError(f"no actor for broker {broker}")
+            result = await handle.fetch.remote(reqs)
+        except Exception:  # a dead broker: refresh the leaders, fetch again next tick
+            self.leader_cache.failed(broker)
             result = [(t, p, -1, -1) for t, p, *_ in reqs]
         finally:
             self._fetch_inflight.discard(broker)
         for (member, tp, epoch), (_t, _p, start, end) in zip(owners, result, strict=True):
+            if start < 0:
+                self.leader_cache.not_leader(tp)  # NotLeaderForPartition
             member.fetched(tp, start, end, epoch)
 
     # ----------------------------------------------------------------- faults
+    #
+    # Durations are in emulated ms. Each fault applied to a member is recorded
+    # as FAULT_INJECTED (reason = the fault kind, detail = JSON of its
+    # parameters) and, when a timed fault ends, FAULT_CLEARED; a subscription
+    # change of a modern member is instantaneous and has no FAULT_CLEARED.
+
+    def _housekeeping(self, now: float) -> None:
+        """Per tick: metadata refreshes that are due, and the event log's flush.
+
+        ``EventWriter`` flushes only when an event comes in; a quiet host would
+        keep its last events in memory, and a killed one would lose them. So
+        the log is flushed at least every ``FLUSH_S`` of wall time.
+        """
+        if self._metadata_due:
+            for name, due in list(self._metadata_due.items()):
+                member = self.members.get(name)
+                if member is None:
+                    del self._metadata_due[name]
+                elif now >= due and not member.paused:
+                    del self._metadata_due[name]
+                    member.metadata_refresh(dict(self.partitions_per_topic))
+        mono = time.monotonic()
+        if mono - self._last_flush >= FLUSH_S:
+            self._last_flush = mono
+            self.events.flush()
+
+    def _fault(
+        self,
+        kind: str,
+        member: str,
+        span_ms: float | None,
+        /,
+        *,
+        cleared: bool = False,
+        **detail: Any,
+    ) -> None:
+        """Record a fault (``detail`` becomes the event's JSON detail)."""
+        m = self.members.get(member)
+        self._emit(
+            EventKind.FAULT_CLEARED if cleared else EventKind.FAULT_INJECTED,
+            reason=kind,
+            member=member,
+            member_id=(m.member_id or None) if m is not None else None,
+            duration_ms=None if span_ms is None else float(span_ms),
+            detail=json.dumps(detail, sort_keys=True, default=str),
+        )
+        self.events.flush()  # a fault is worth having on disk before what follows
+
+    def _is_live(self, name: str, member: Any) -> bool:
+        """Whether ``member`` is still the live member called ``name``."""
+        return self.members.get(name) is member
+
+    def _after(self, key: tuple[str, str], delay_ms: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop ``delay_ms`` emulated ms from now (replaces ``key``'s timer)."""
+        old = self._faults.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        async def later() -> None:
+            await asyncio.sleep(self.ctx.scaled_s(delay_ms))
+            if self._faults.get(key) is task:
+                del self._faults[key]
+            fn()
+
+        task = asyncio.ensure_future(later())
+        self._faults[key] = task
+
+    def _hold_proxy(self, member: Any, why: str) -> bool:
+        """Blackhole a legacy member's ZooKeeper traffic for ``why``; False without a proxy."""
+        from zk_registry.proxy import ProxyMode
+
+        proxy = getattr(member, "proxy", None)
+        if proxy is None:
+            return False
+        member.proxy_holders.add(why)
+        proxy.set_mode(ProxyMode.BLACKHOLE)
+        return True
+
+    def _release_proxy(self, member: Any, why: str) -> None:
+        from zk_registry.proxy import ProxyMode
+
+        proxy = getattr(member, "proxy", None)
+        if proxy is None:
+            return
+        member.proxy_holders.discard(why)
+        if not member.proxy_holders and member.alive:
+            proxy.set_mode(ProxyMode.PASS)
+
+    async def pause(self, name: str, duration_ms: float) -> bool:
+        """A process pause (a long GC) of one member for ``duration_ms``.
+
+        Everything of it stops: no poll, heartbeat or group request, no
+        fetching, no processing (the batch in hand keeps its remaining time
+        for after the wake). A legacy member's ZooKeeper connection goes
+        through its fault proxy, set to BLACKHOLE for the pause, so the server
+        expires its session for real once ``zookeeper.session.timeout.ms``
+        passes without a ping (the member needs ``MemberSpec.use_proxy``);
+        the ZooKeeper callbacks that arrive meanwhile are delivered in order
+        after the wake. Answers to a modern member's requests are held the
+        same way. On waking the member acts on what it last knew until the
+        protocol tells it otherwise.
+
+        Returns:
+            False if the member is not here or already paused.
+        """
+        member = self.members.get(name)
+        if member is None or member.paused or duration_ms <= 0:
+            return False
+        member.freeze(self.clock.now_ms())
+        detail: dict[str, Any] = {"duration_ms": duration_ms}
+        if self.ctx.protocol == "zookeeper":
+            detail["zookeeper"] = (
+                "blackholed"
+                if self._hold_proxy(member, "pause")
+                else "no fault proxy: the session stays alive"
+            )
+        self._fault("pause", name, duration_ms, **detail)
+
+        def wake(m: Any = member) -> None:
+            if not self._is_live(name, m):
+                return  # left or crashed meanwhile
+            self._release_proxy(m, "pause")
+            frozen = m.thaw(self.clock.now_ms())
+            self._fault("pause", name, frozen, cleared=True, duration_ms=duration_ms)
+
+        self._after((name, "pause"), duration_ms, wake)
+        return True
+
+    async def slow(self, name: str, duration_ms: float, processing_ms_per_message: float) -> bool:
+        """Processing costs ``processing_ms_per_message`` for this member for ``duration_ms``.
+
+        The cost applies to every batch the member starts in the window (a
+        batch's end is fixed when it starts). A modern member whose batch
+        outlasts ``max.poll.interval.ms`` is handled by its state machine: the
+        poll timer expires and the client leaves the group (classic dynamic
+        members send LeaveGroup, B5; KIP-848 members send the leave heartbeat).
+        """
+        member = self.members.get(name)
+        if member is None or duration_ms <= 0 or processing_ms_per_message < 0:
+            return False
+        member.cost_override = float(processing_ms_per_message)
+        self._fault(
+            "slow",
+            name,
+            duration_ms,
+            duration_ms=duration_ms,
+            processing_ms_per_message=processing_ms_per_message,
+        )
+
+        def heal(m: Any = member) -> None:
+            if not self._is_live(name, m):
+                return
+            m.cost_override = None
+            self._fault("slow", name, duration_ms, cleared=True)
+
+        self._after((name, "slow"), duration_ms, heal)
+        return True
+
+    async def partition(self, names: list[str], target: str, duration_ms: float) -> bool:
+        """Cut these members off ``target`` for ``duration_ms``, then heal.
+
+        ``zookeeper``: a legacy member's session traffic is blackholed by its
+            proxy (the server expires the session if the cut outlasts
+            ``zookeeper.session.timeout.ms``; kazoo reconnects after the heal
+            and, after an expiry, ``handleNewSession`` runs). Modern consumers
+            do not talk to ZooKeeper: not applied.
+        ``coordinator``: a modern member's requests to its group coordinator
+            get no answer (FindCoordinator too if it goes there); each fails
+            after ``request.timeout.ms`` as the member machine expects (the
+            classic member times its requests out itself, the KIP-848 member
+            is told). Fetches still work. The 0.8 consumer has no
+            coordinator: not applied.
+        ``brokers``: group requests to every broker are lost in the same way,
+            and the member fetches nothing (its fetches are not sent).
+
+        Returns:
+            True if the partition was applied to every named member.
+        """
+        if target not in PARTITION_TARGETS or duration_ms <= 0:
+            return False
+        legacy = self.ctx.protocol == "zookeeper"
+        all_applied = True
+        for name in names:
+            member = self.members.get(name)
+            if member is None:
+                all_applied = False
+                continue
+            note = None
+            if target == "zookeeper":
+                if not legacy:
+                    note = "a modern consumer does not talk to ZooKeeper"
+                elif not self._hold_proxy(member, "partition"):
+                    note = "no fault proxy: the session cannot be cut"
+            elif target == "coordinator":
+                if legacy:
+                    note = "the 0.8 consumer has no group coordinator"
+                else:
+                    member.cut_coordinator = True
+                    if member.known_coordinator is None:
+                        member.known_coordinator = getattr(member.machine, "coordinator", None)
+            else:
+                member.fetch_cut = True
+                if not legacy:
+                    member.cut = None
+            applied = note is None
+            all_applied = all_applied and applied
+            detail: dict[str, Any] = {"target": target, "duration_ms": duration_ms}
+            if note is not None:
+                detail["skipped"] = note
+            elif target == "coordinator":
+                detail["broker"] = member.known_coordinator
+            self._fault("network_partition", name, duration_ms, **detail)
+            if not applied:
+                continue
+
+            def heal(name: str = name, m: Any = member) -> None:
+                if not self._is_live(name, m):
+                    return
+                if target == "zookeeper":
+                    self._release_proxy(m, "partition")
+                elif target == "coordinator":
+                    m.cut_coordinator = False
+                else:
+                    m.fetch_cut = False
+                    if not legacy:
+                        m.cut = set()
+                self._fault("network_partition", name, duration_ms, cleared=True, target=target)
+
+            self._after((name, f"partition:{target}"), duration_ms, heal)
+        return all_applied
+
+    async def restart(self, name: str, downtime_ms: float) -> bool:
+        """Graceful shutdown of a member, and after ``downtime_ms`` a new one of the same name.
+
+        The shutdown is :meth:`leave`'s: a legacy consumer closes its session;
+        a classic dynamic member sends LeaveGroup, a static one does not
+        (2.3+); a KIP-848 member sends the leave heartbeat (epoch -1, or -2
+        when static). The new member has the same name and spec (the same
+        ``group.instance.id`` when static, so a static member back within the
+        session timeout takes its old place without a rebalance); a legacy
+        consumer gets a new consumer id, as a restarted JVM does. Returns as
+        soon as the restart is under way; FAULT_CLEARED marks the new start.
+        """
+        spec = self.specs.get(name)
+        if name not in self.members or spec is None or downtime_ms < 0:
+            return False
+        self._fault(
+            "restart",
+            name,
+            downtime_ms,
+            downtime_ms=downtime_ms,
+            static=self.ctx.static_membership and self.ctx.protocol != "zookeeper",
+        )
+        self._spawn(self._restart(name, spec, downtime_ms, "restart"))
+        return True
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def _restart(self, name: str, spec: MemberSpec, downtime_ms: float, kind: str) -> None:
+        await self.leave(name)
+        if downtime_ms > 0:
+            await asyncio.sleep(self.ctx.scaled_s(downtime_ms))
+        if self._stopping or name in self.members:
+            return
+        self._restarts[name] += 1
+        if self.ctx.protocol == "zookeeper":
+            spec = replace(spec, consumer_id=self._new_consumer_id(spec))
+        await self.add_consumers([spec])
+        self._fault(kind, name, downtime_ms, cleared=True, subscription=spec.subscription)
+
+    def _new_consumer_id(self, spec: MemberSpec) -> str:
+        """A restarted 0.8 consumer's id: same host, a new timestamp and UUID."""
+        import socket
+
+        from zk_registry.layout import make_consumer_id
+
+        rest = spec.consumer_id.removeprefix(f"{self.ctx.group}_")
+        parts = rest.rsplit("-", 2)
+        host = parts[0] if len(parts) == 3 else socket.gethostname()
+        rng = random.Random(f"{self.ctx.seed}/{spec.name}/restart/{self._restarts[spec.name]}")
+        return make_consumer_id(
+            self.ctx.group, host, int(time.time() * 1000), f"{rng.getrandbits(64):016x}"
+        )
+
+    async def subscribe(self, names: list[str], topics: list[str]) -> bool:
+        """Change these members' subscription to ``topics``.
+
+        Classic members rejoin with the new subscription in their JoinGroup
+        metadata (``subscribe()`` with another set makes
+        ``rejoinNeededOrPending`` true); KIP-848 members send the new
+        ``SubscribedTopicNames`` in their next heartbeat. A 0.8
+        ``ZookeeperConsumerConnector`` cannot change its topics once its
+        streams are created: this is emulated as a restart with downtime 0
+        and the new subscription (same streams per topic as before), i.e. a
+        graceful shutdown and a new consumer.
+
+        Returns:
+            True if every named member was here.
+        """
+        if not topics:
+            return False
+        ok = True
+        for name in names:
+            member = self.members.get(name)
+            spec = self.specs.get(name)
+            if member is None or spec is None:
+                ok = False
+                continue
+            streams = max(spec.subscription.values(), default=1)
+            new = replace(spec, subscription={t: streams for t in sorted(set(topics))})
+            self.specs[name] = new
+            if self.ctx.protocol == "zookeeper":
+                self._fault("subscribe", name, 0.0, topics=sorted(set(topics)), emulated="restart")
+                self._spawn(self._restart(name, new, 0.0, "subscribe"))
+            else:
+                self._fault("subscribe", name, None, topics=sorted(set(topics)))
+                member.subscribe(sorted(set(topics)))
+        return ok
+
+    async def update_partitions(
+        self,
+        topic: str,
+        count: int,
+        leaders: dict[TopicPartition, int] | None = None,
+    ) -> None:
+        """``topic`` now has ``count`` partitions.
+
+        Modern members learn it at their next metadata refresh: every
+        ``metadata.max.age.ms`` from their start (the classic leader then
+        rejoins if what it assigned changed; a KIP-848 coordinator handles
+        it on its side). Legacy consumers learn it through their topic watch.
+        ``leaders`` (an emulator addition) gives the new partitions' leaders
+        for the fetch path.
+        """
+        self.partitions_per_topic[topic] = max(count, self.partitions_per_topic.get(topic, 0))
+        if leaders:
+            self.ctx.leaders.update(leaders)
+        if self.ctx.protocol == "zookeeper":
+            return
+        now = self.clock.now_ms()
+        age = max(1.0, self.metadata_max_age_ms)
+        for name, member in self.members.items():
+            k = math.floor((now - member.started_ms) / age) + 1
+            self._metadata_due[name] = member.started_ms + k * age
+
+    async def sessions(self) -> dict[str, int]:
+        """Each live legacy member's ZooKeeper session id."""
+        out: dict[str, int] = {}
+        for name, m in self.members.items():
+            zk = getattr(m, "zk", None)
+            sid = None if zk is None else zk.session_id
+            if sid is not None:
+                out[name] = int(sid)
+        return out
 
     async def expire_session(self, name: str) -> bool:
         """Expire a consumer's session on the server, as a long network cut does."""

@@ -56,6 +56,10 @@ class LegacyMember(MemberShell):
         self.zk = zk
         self.driver = driver
         self.proxy = proxy
+        # ZooKeeper callbacks that arrived during a process pause, in order.
+        self._held: list[Callable[[], None]] = []
+        # The faults that hold its proxy in BLACKHOLE (pause, partition).
+        self.proxy_holders: set[str] = set()
 
     # ------------------------------------------------------------ machine I/O
 
@@ -89,29 +93,57 @@ class LegacyMember(MemberShell):
         self.apply(self.machine.complete(self._now(), req.rid, result))
 
     def poll(self, now: float) -> None:
-        """Let the machine see the time if it has a deadline."""
+        """Let the machine see the time if it has a deadline (not while paused)."""
+        if self.paused:
+            return
         deadline = self.machine.next_deadline()
         if deadline is not None and now >= deadline:
             self.apply(self.machine.poll(now))
 
     def on_watch(self, source: str) -> None:
-        """A ZooKeeper watch fired (delivered on the host's loop)."""
-        if self.alive and not self.paused:
+        """A ZooKeeper watch fired (delivered on the host's loop; held while paused)."""
+        if self.paused:
+            self._held.append(lambda: self.on_watch(source))
+            return
+        if self.alive:
             self._emit(EventKind.WATCH_FIRED, member=self.name, reason=source, zk_watches=1)
             self.apply(self.machine.watch_fired(self._now(), source))
 
     def on_state(self, state: str, session_id: str) -> None:
         """A session state change: recorded only (``handleStateChanged`` is a no-op)."""
+        if self.paused:
+            self._held.append(lambda: self.on_state(state, session_id))
+            return
         if self.alive:
             self._emit(
                 EventKind.ZK_SESSION_STATE, member=self.name, state=state, session_id=session_id
             )
 
     def on_new_session(self) -> None:
-        """``handleNewSession`` after a real expiry."""
+        """``handleNewSession`` after a real expiry (held while paused)."""
+        if self.paused:
+            self._held.append(self.on_new_session)
+            return
         if self.alive:
             self._emit(EventKind.ZK_SESSION_EXPIRED, member=self.name)
             self.apply(self.machine.new_session(self._now()))
+
+    def thaw(self, now: float) -> float:
+        """End a pause, then hand over, in order, the ZooKeeper callbacks it held.
+
+        A paused JVM runs no zkclient event thread: the watch events, state
+        changes and the new session that came in meanwhile are seen after
+        the wake, one after the other, by a consumer that until then acts on
+        what it last knew (its fetchers keep running).
+        """
+        frozen = super().thaw(now)
+        held, self._held = self._held, []
+        for i, fn in enumerate(held):
+            if self.paused:  # paused again by a callback: keep the rest, in order
+                self._held = held[i:] + self._held
+                break
+            fn()
+        return frozen
 
     # ------------------------------------------------------------ fetch hooks
 

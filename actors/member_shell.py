@@ -79,6 +79,15 @@ class MemberShell:
         self.fetch_epoch = 0
         self.alive = True
         self.paused = False
+        self.paused_at: float | None = None
+        # No batch starts before this time (the end of the last pause): the
+        # loop back-fills batches when it runs late, never across a pause.
+        self.not_before = 0.0
+        # Faults (the consumer host sets them): a processing cost per message
+        # that overrides the run's (``slow``), and fetches that cannot reach
+        # any broker (a network partition from the brokers).
+        self.cost_override: float | None = None
+        self.fetch_cut = False
         self.processed = 0
         self.high_water: dict[TopicPartition, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -135,7 +144,7 @@ class MemberShell:
         answer, so an answer for a position that was stopped or restarted
         meanwhile is dropped.
         """
-        if not self.alive or self.paused:
+        if not self.alive or self.paused or self.fetch_cut:
             return []
         out: list[tuple[TopicPartition, int | None, int]] = []
         for tp, pos in self.positions.items():
@@ -166,6 +175,8 @@ class MemberShell:
         """Advance every stream's application loop to ``now``; return messages done."""
         if not self.alive or self.paused:
             return 0
+        if self.cost_override is not None:
+            cost_ms = self.cost_override
         if not self.streams:
             # A member with nothing assigned still sits in poll().
             self.on_idle()
@@ -204,12 +215,46 @@ class MemberShell:
                     break
                 chunk = s.queue.popleft()
                 self.on_batch_start(chunk.tp)
-                start_ms = free_at
+                start_ms = max(free_at, self.not_before)
                 s.current = InProgress(
                     chunk, start_ms, start_ms + (chunk.end - chunk.start) * cost_ms
                 )
         self.processed += done
         return done
+
+    # ---------------------------------------------------------------- pause
+
+    def freeze(self, now: float) -> None:
+        """A process pause begins: nothing in this member advances until :meth:`thaw`.
+
+        The host's loop stops polling, fetching and processing for it (every
+        path checks :attr:`paused`); the batch in hand keeps its remaining time.
+        """
+        if self.paused:
+            return
+        self.paused = True
+        self.paused_at = now
+
+    def thaw(self, now: float) -> float:
+        """The pause ends: the batch in hand resumes; return the pause's length (ms).
+
+        Each stream's batch in progress ends as much later as the pause lasted,
+        so its ``duration_ms`` includes the pause, as a wall-clock measurement
+        of that batch would.
+        """
+        if not self.paused:
+            return 0.0
+        paused_at = self.paused_at if self.paused_at is not None else now
+        frozen = max(0.0, now - paused_at)
+        for s in self.streams.values():
+            # A batch that was done before the pause (the loop had not yet seen
+            # it, ticks are discrete) keeps its end; one in progress is shifted.
+            if s.current is not None and s.current.done_ms > paused_at:
+                s.current.done_ms += frozen
+        self.paused = False
+        self.paused_at = None
+        self.not_before = now
+        return frozen
 
     # ------------------------------------------------------------- lifecycle
 

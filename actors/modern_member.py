@@ -56,6 +56,17 @@ class ModernMember(MemberShell):
         self.bootstrap = bootstrap
         self.coordinator: int | None = None
         self.pending: set[int] = set()
+        self.started_ms = now()
+        # The broker that answered the last FindCoordinator (kept when the
+        # shell forgets the coordinator), for a partition from "the coordinator".
+        self.known_coordinator: int | None = None
+        # Network partition: brokers this member cannot reach (None: all of them).
+        self.cut: set[int] | None = set()
+        self.cut_coordinator = False
+        # Requests lost in a partition: corr -> when request.timeout.ms runs out.
+        self.lost: dict[int, float] = {}
+        # Answers that arrived during a process pause, in order.
+        self._held: list[GroupResponse] = []
 
     @property
     def member_id(self) -> str:  # type: ignore[override]
@@ -80,16 +91,24 @@ class ModernMember(MemberShell):
                     target = self.bootstrap
                 else:
                     target = self.coordinator
+                if self.unreachable(target):
+                    # Sent into the partition: no answer ever comes back.
+                    self.lost[out.corr] = self._now() + self._request_timeout_ms()
+                    continue
                 self.pending.add(out.corr)
                 self._send(target, out)
 
     def on_response(self, resp: GroupResponse) -> None:
-        """An answer from a broker."""
+        """An answer from a broker (held while the member is paused)."""
         self.pending.discard(resp.corr)
-        if not self.alive or self.paused:
+        if not self.alive:
+            return
+        if self.paused:
+            self._held.append(resp)
             return
         if isinstance(resp, FindCoordinatorResponse) and resp.node_id >= 0:
             self.coordinator = resp.node_id
+            self.known_coordinator = resp.node_id
         self.apply(self.machine.on_response(self._now(), resp))
 
     def on_unreachable(self, request: GroupRequest) -> None:
@@ -97,13 +116,63 @@ class ModernMember(MemberShell):
         self.pending.discard(request.corr)
         self.coordinator = None
 
+    def unreachable(self, broker: int) -> bool:
+        """Whether a network partition cuts this member off ``broker``."""
+        if self.cut is None:
+            return True
+        if broker in self.cut:
+            return True
+        return self.cut_coordinator and broker == self.known_coordinator
+
+    def _request_timeout_ms(self) -> float:
+        return float(getattr(self.machine.config, "request_timeout_ms", 30000))
+
     def poll(self, now: float) -> None:
-        """Let the machine see the time if it has a deadline."""
+        """Let the machine see the time if it has a deadline; fail lost requests.
+
+        A request lost in a partition fails after ``request.timeout.ms``. The
+        classic member times its own requests out (its ``poll`` does); the
+        KIP-848 member is told through ``request_failed``.
+        """
         if not self.alive or self.paused:
             return
+        if self.lost:
+            due = sorted(c for c, t in self.lost.items() if now >= t)
+            for corr in due:
+                del self.lost[corr]
+                failed = getattr(self.machine, "request_failed", None)
+                if failed is not None:
+                    self.apply(failed(now, corr))
         deadline = self.machine.next_deadline()
         if deadline is not None and now >= deadline:
             self.apply(self.machine.poll(now))
+
+    def thaw(self, now: float) -> float:
+        """End a pause; hand over the answers that came in meanwhile, in order.
+
+        The member then acts on what it last knew: its fetch positions stay,
+        and only the answers (and its own timers, at the next poll) tell it
+        that it was fenced or lost its membership.
+        """
+        frozen = super().thaw(now)
+        held, self._held = self._held, []
+        for resp in held:
+            self.on_response(resp)
+        return frozen
+
+    def subscribe(self, topics: list[str]) -> None:
+        """``KafkaConsumer.subscribe`` with another set of topics."""
+        self.apply(self.machine.subscribe(self._now(), topics))
+
+    def metadata_refresh(self, partitions_per_topic: dict[str, int]) -> None:
+        """A metadata refresh (``metadata.max.age.ms``) brought these partition counts.
+
+        The classic member's leader rejoins if what it assigned changed; the
+        KIP-848 member does not use partition counts (the coordinator does).
+        """
+        update = getattr(self.machine, "update_metadata", None)
+        if update is not None and self.alive and not self.paused:
+            self.apply(update(self._now(), partitions_per_topic))
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A poll batch is processed: progress to commit, and the app is back in poll()."""

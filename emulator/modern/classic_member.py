@@ -446,6 +446,26 @@ class ClassicMember:
         self._metadata = dict(partitions_per_topic)
         return self._run()
 
+    def subscribe(self, now: float, topics: Sequence[str]) -> list[MemberOutput]:
+        """``KafkaConsumer.subscribe`` with another set of topics.
+
+        ``ConsumerCoordinator.rejoinNeededOrPending`` sees that the
+        subscription differs from the one it joined with and requests a
+        rejoin ("subscription has changed"); the JoinGroup carries the new
+        topics. Partitions of dropped topics stay assigned until that
+        rebalance's ``onJoinPrepare`` (EAGER: all revoked; COOPERATIVE: those
+        of the dropped topics).
+        """
+        self._now = now
+        new = tuple(sorted(set(topics)))
+        if not new:
+            raise ValueError("a member subscribes to at least one topic")
+        if new == self.topics or self.closed or self._closing:
+            return []
+        self.topics = new
+        self._request_rejoin("subscription has changed")
+        return self._run()
+
     def close(self, now: float) -> list[MemberOutput]:
         """``KafkaConsumer.close()``: commit (auto-commit on), revoke, leave if dynamic.
 

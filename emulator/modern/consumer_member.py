@@ -116,6 +116,8 @@ class Kip848ConsumerConfig:
         client_rack: ``client.rack`` (null).
         retry_backoff_ms: ``retry.backoff.ms`` (100).
         retry_backoff_max_ms: ``retry.backoff.max.ms`` (1000).
+        request_timeout_ms: ``request.timeout.ms`` (30000): how long a request
+            waits for its answer before the client gives up on the connection.
     """
 
     group_instance_id: str | None = None
@@ -126,6 +128,7 @@ class Kip848ConsumerConfig:
     client_rack: str | None = None
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 30000
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, object]) -> Kip848ConsumerConfig:
@@ -172,6 +175,7 @@ class Kip848ConsumerConfig:
             client_rack=get_str("client.rack"),
             retry_backoff_ms=get_int("retry.backoff.ms", 100),
             retry_backoff_max_ms=get_int("retry.backoff.max.ms", 1000),
+            request_timeout_ms=get_int("request.timeout.ms", 30000),
         )
         if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
             raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
@@ -510,6 +514,70 @@ class ConsumerMember:
             self._close_commit = corr
         else:
             out.extend(self._close_after_commit())
+        out.extend(self._pump())
+        return out
+
+    def request_failed(self, now: float, corr: int) -> list[Output]:
+        """Request ``corr`` got no answer within ``request.timeout.ms``.
+
+        ``NetworkClient`` then drops the connection and the request fails with
+        a ``DisconnectException`` (retriable): a heartbeat backs off, forgets
+        the coordinator (``handleCoordinatorDisconnect``) and sends every field
+        again next time; a FindCoordinator backs off; a commit or an offset
+        fetch is retried as after COORDINATOR_NOT_AVAILABLE (which is what the
+        commit manager does with a disconnect: rediscover, then retry).
+        Unknown ``corr`` (answered or abandoned meanwhile) is ignored.
+        """
+        self._now = now
+        out: list[Output] = []
+        if corr == self._find_corr:
+            self._find_corr = None
+            out.append(self._timed_out("FindCoordinator"))
+            self._find_at = now + self._backoff(self._find_attempts)
+            self._find_attempts += 1
+        elif corr == self._hb_corr:
+            self._hb_corr = None
+            out.append(self._timed_out("ConsumerGroupHeartbeat"))
+            self._reset_sent_fields()
+            self._mark_coordinator_unknown()
+            self._hb_at = now + self._backoff(self._hb_attempts)
+            self._hb_attempts += 1
+        elif corr in self._commits:
+            out.append(self._timed_out("OffsetCommit"))
+            return out + self.on_response(
+                now, OffsetCommitResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
+            )
+        elif corr in self._fetches:
+            out.append(self._timed_out("OffsetFetch"))
+            return out + self.on_response(
+                now, OffsetFetchResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
+            )
+        else:
+            return out
+        out.extend(self._pump())
+        return out
+
+    def subscribe(self, now: float, topics: Iterable[str]) -> list[Output]:
+        """``KafkaConsumer.subscribe`` with another set of topics.
+
+        The next heartbeat carries the new ``SubscribedTopicNames`` (the
+        heartbeat state sends a field when it changed); the coordinator
+        computes the new target assignment and the member reconciles to it.
+        """
+        self._now = now
+        new = tuple(sorted(set(topics)))
+        if not new:
+            raise ValueError("a consumer subscribes to at least one topic")
+        if new == self.topics or self.closed or self._closing:
+            return []
+        self.topics = new
+        out: list[Output] = [
+            self._emit(
+                EventKind.REBALANCE_TRIGGERED,
+                reason="subscription_changed",
+                detail=",".join(new),
+            )
+        ]
         out.extend(self._pump())
         return out
 
@@ -1190,6 +1258,14 @@ class ConsumerMember:
     def _next_corr(self) -> int:
         self._corr += 1
         return self._corr
+
+    def _timed_out(self, what: str) -> Emit:
+        return self._emit(
+            EventKind.REQUEST_ERROR,
+            reason="REQUEST_TIMED_OUT",
+            detail=what,
+            generation=self.member_epoch,
+        )
 
     def _request_error(self, error: Errors, what: str) -> Emit:
         return self._emit(
