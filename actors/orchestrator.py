@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import platform
 import random
 import socket
@@ -133,6 +132,8 @@ class ProtocolRun:
         self.hosts: list[Any] = []
         self.producer: Any = None
         self.member_host: dict[str, int] = {}
+        self.dead_hosts: set[int] = set()
+        self.ensemble: Any = None  # the embedded ZooKeeper ensemble, for its faults
 
     # ------------------------------------------------------------- set-up
 
@@ -227,6 +228,47 @@ class ProtocolRun:
                     )
                     for p, st in states.items():
                         leaders[(topic.name, p)] = st.leader
+                if self.protocol != "zookeeper":
+                    # __consumer_offsets, created like any topic so the controller
+                    # moves its leaders (and the group coordinators) on failures.
+                    # Placement: emulator.modern.placement.offsets_topic_assignment
+                    # (the same draw, the replication factor capped at the brokers).
+                    from emulator.modern.placement import (
+                        DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
+                        DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
+                        OFFSETS_TOPIC,
+                    )
+
+                    kafka = sc.kafka
+                    n = int(
+                        str(
+                            kafka.get(
+                                "offsets.topic.num.partitions",
+                                DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
+                            )
+                        )
+                    )
+                    rf = int(
+                        str(
+                            kafka.get(
+                                "offsets.topic.replication.factor",
+                                DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
+                            )
+                        )
+                    )
+                    assignment = await create_topic(
+                        zk,
+                        OFFSETS_TOPIC,
+                        n,
+                        max(1, min(rf, len(broker_ids))),
+                        random.Random(f"{sc.seed}/offsets"),
+                        broker_ids=broker_ids,
+                    )
+                    states = await create_partition_states(
+                        zk, OFFSETS_TOPIC, assignment, broker_ids, controller_epoch=1
+                    )
+                    for p, st in states.items():
+                        leaders[(OFFSETS_TOPIC, p)] = st.leader
             finally:
                 await zk.stop_async()
             return leaders
@@ -259,6 +301,7 @@ class ProtocolRun:
             raise
         finally:
             self._teardown()
+            self._restore_zookeeper()
             summary = summarize(read_run_events(self.dir / "events"))
             self.result = ProtocolResult(
                 self.protocol, status, summary, time.monotonic() - wall0, self.notes
@@ -275,12 +318,18 @@ class ProtocolRun:
         events_dir.mkdir(parents=True, exist_ok=True)
         # Emulated time 0 is a little ahead, so every actor is up by then.
         leaders = self._create_topics(",".join(self.zk_hosts), self._chroot())
-        plan = sc.membership_plan()
-        crashers = {c.member for c in plan if c.action == "crash"}
+        plan = sc.action_plan()
+        # A legacy member that a fault cuts off ZooKeeper (crash, pause,
+        # partition) talks to it through a fault proxy of its own.
+        crashers = {
+            m
+            for a in plan
+            if a.action in ("crash", "pause", "network_partition")
+            for m in a.members
+        }
         members = list(sc.all_members())
-        per_host = sc.group.consumers_per_host
-        n_hosts = max(1, math.ceil(len(members) / per_host))
-        self.member_host = {m: i % n_hosts for i, m in enumerate(members)}
+        n_hosts = sc.host_count
+        self.member_host = {m: sc.host_of(m) for m in members}
         origin = time.time()  # provisional: fixed once every actor is up
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
@@ -292,27 +341,13 @@ class ProtocolRun:
                     {"scenario": sc.name, "seed": sc.seed, "time_scale": sc.time_scale}
                 ),
             )
-            offsets_leaders: dict[int, int] = {}
-            if self.protocol != "zookeeper":
-                from emulator.modern.placement import offsets_topic_assignment
-
-                placement = offsets_topic_assignment(
-                    list(range(sc.cluster.brokers)), random.Random(f"{sc.seed}/offsets")
-                )
-                offsets_leaders = {p: replicas[0] for p, replicas in placement.items()}
+            # Each broker reads its replicas and the leaders from ZooKeeper at start;
+            # the controller election waits until every broker is registered.
+            self.ctx = ctx
             for b in range(sc.cluster.brokers):
-                led = [tp for tp, leader in leaders.items() if leader == b]
-                self.brokers[b] = BrokerActor.options(
-                    name=f"{self.run_id}-{self.protocol}-b{b}"
-                ).remote(
-                    b,
-                    ctx,
-                    led,
-                    BASE_BROKER_PORT + b,
-                    offsets_leaders,
-                    {t.name: t.partitions for t in sc.topics},
-                )
-            ray.get([h.start.remote() for h in self.brokers.values()], timeout=120)
+                self.brokers[b] = self._new_broker(b, ctx)
+            ray.get([h.start.remote(False) for h in self.brokers.values()], timeout=120)
+            ray.get([h.start_controller.remote() for h in self.brokers.values()], timeout=120)
             topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
             self.producer = ProducerActor.remote(
                 0,
@@ -341,22 +376,9 @@ class ProtocolRun:
                 time.sleep(wait)
             ray.get(self.producer.start.remote(), timeout=60)
             self._join(sc.initial_members(), origin, 0.0, crashers)
-            for change in plan:
-                self._wait_until(clock, change.at_s * 1000.0, sc)
-                log.emit(
-                    EventKind.ACTION_APPLIED,
-                    reason=change.action,
-                    member=change.member,
-                    group=sc.group.id,
-                )
-                if change.action == "join":
-                    self._join([change.member], origin, change.at_s, crashers)
-                else:
-                    host = self.hosts[self.member_host[change.member]]
-                    if change.action == "leave":
-                        ray.get(host.leave.remote(change.member), timeout=120)
-                    else:
-                        ray.get(host.crash.remote(change.member), timeout=120)
+            for action in plan:
+                self._wait_until(clock, action.at_s * 1000.0, sc)
+                self._apply(action, log, origin, crashers)
                 log.flush()
             self._wait_until(clock, sc.duration_s * 1000.0, sc)
             produced = ray.get(self.producer.stop.remote(), timeout=60)
@@ -367,6 +389,149 @@ class ProtocolRun:
         finally:
             log.emit(EventKind.RUN_FINISHED)
             log.close()
+
+    # ------------------------------------------------------------- timeline
+
+    def _apply(self, action: Any, log: Any, origin: float, crashers: set[str]) -> None:
+        """Carry out one planned action, recorded as an event; skip what does not apply."""
+        from emulator.faults import applicability
+
+        sc = self.scenario
+        params = json.dumps(action.params(), sort_keys=True)
+        member = action.members[0] if len(action.members) == 1 else None
+        note = applicability(action, self.protocol)
+        if note is None and action.action in ("zk_crash", "zk_restart") and self.ensemble is None:
+            note = f"{action.action}: needs the embedded ZooKeeper ensemble (--zookeeper given)"
+        if note is not None:
+            if note not in self.notes:
+                self.notes.append(note)
+            log.emit(
+                EventKind.ACTION_APPLIED,
+                reason=action.action,
+                member=member,
+                state="skipped",
+                detail=note,
+            )
+            return
+        membership = action.action in ("join", "leave", "crash")
+        log.emit(
+            EventKind.ACTION_APPLIED if membership else EventKind.FAULT_INJECTED,
+            reason=action.action,
+            member=member,
+            broker=action.broker,
+            duration_ms=None if action.duration_s is None else action.duration_s * 1000.0,
+            detail=params,
+            group=sc.group.id,
+        )
+        kind = action.action
+        if kind == "join":
+            self._join(action.members, origin, action.at_s, crashers)
+        elif kind in ("leave", "crash", "pause", "slow", "restart"):
+            for name in action.members:
+                host = self._host_of(name)
+                if host is None:
+                    continue
+                if kind == "leave":
+                    call = host.leave.remote(name)
+                elif kind == "crash":
+                    call = host.crash.remote(name)
+                elif kind == "pause":
+                    call = host.pause.remote(name, action.duration_s * 1000.0)
+                elif kind == "slow":
+                    call = host.slow.remote(
+                        name, action.duration_s * 1000.0, action.processing_ms_per_message
+                    )
+                else:
+                    call = host.restart.remote(name, action.downtime_s * 1000.0)
+                ray.get(call, timeout=120)
+        elif kind in ("network_partition", "subscribe"):
+            by_host: dict[int, list[str]] = {}
+            for name in action.members:
+                h = self.member_host.get(name)
+                if h is not None and h not in self.dead_hosts:
+                    by_host.setdefault(h, []).append(name)
+            calls = []
+            for h, names in by_host.items():
+                if kind == "network_partition":
+                    calls.append(
+                        self.hosts[h].partition.remote(
+                            names, action.target, action.duration_s * 1000.0
+                        )
+                    )
+                else:
+                    calls.append(self.hosts[h].subscribe.remote(names, list(action.topics)))
+            ray.get(calls, timeout=120)
+        elif kind == "host_crash":
+            self.crash_host(int(action.host))
+        elif kind == "broker_crash":
+            log.emit(EventKind.BROKER_CRASHED, broker=action.broker)
+            self.crash_broker(int(action.broker))
+        elif kind == "broker_restart":
+            self.restart_broker(int(action.broker))
+        elif kind == "zk_crash":
+            self.ensemble.kill_member(int(action.zk_member))
+        elif kind == "zk_restart":
+            # No wait: a member alone cannot serve until a quorum is back.
+            self.ensemble.restart_member(int(action.zk_member), wait=False)
+        elif kind == "add_partitions":
+            self.add_partitions(str(action.topic), int(action.partitions))
+        else:  # a new action the plan knows and this run does not: say so, never drop it
+            note = f"{kind}: not carried out by this version of the orchestrator"
+            if note not in self.notes:
+                self.notes.append(note)
+
+    def _host_of(self, name: str) -> Any:
+        h = self.member_host.get(name)
+        if h is None or h in self.dead_hosts:
+            return None
+        return self.hosts[h]
+
+    def crash_host(self, index: int) -> None:
+        """Kill a consumer-host actor: every member on it dies without a goodbye.
+
+        Its legacy members' ZooKeeper connections drop with the process, without
+        a closeSession, so the server expires their sessions after the timeout.
+        """
+        self.dead_hosts.add(index)
+        ray.kill(self.hosts[index], no_restart=True)
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow a topic, as ``kafka-topics.sh --alter --partitions`` does (AdminUtils).
+
+        The new assignment goes to ``/brokers/topics/<topic>``; the controller
+        brings the new partitions online, the producer and the consumers learn
+        the new count.
+        """
+        import asyncio
+
+        from zk_registry.client import ZkClient
+        from zk_registry.controller import add_partitions
+
+        sc = self.scenario
+
+        async def go() -> None:
+            zk = ZkClient(",".join(self.zk_hosts), 10.0, chroot=self._chroot())
+            await zk.start_async()
+            try:
+                await add_partitions(
+                    zk,
+                    topic,
+                    total,
+                    list(range(sc.cluster.brokers)),
+                    random.Random(f"{sc.seed}/add/{topic}/{total}"),
+                )
+            finally:
+                await zk.stop_async()
+
+        asyncio.run(go())
+        calls = [
+            self.hosts[h].update_partitions.remote(topic, total)
+            for h in range(len(self.hosts))
+            if h not in self.dead_hosts
+        ]
+        if self.producer is not None and hasattr(self.producer, "update_partitions"):
+            calls.append(self.producer.update_partitions.remote(topic, total))
+        ray.get(calls, timeout=120)
 
     def _join(self, names: Any, origin: float, at_s: float, crashers: set[str]) -> None:
         sub = self.scenario.subscription()
@@ -387,8 +552,11 @@ class ProtocolRun:
             [self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()], timeout=300
         )
 
+    def _live_hosts(self) -> list[Any]:
+        return [h for i, h in enumerate(self.hosts) if i not in self.dead_hosts]
+
     def _live_stats(self) -> dict[str, Any]:
-        stats = ray.get([h.stats.remote() for h in self.hosts], timeout=60)
+        stats = ray.get([h.stats.remote() for h in self._live_hosts()], timeout=60)
         out: dict[str, Any] = {"protocol": self.protocol}
         for key in (
             "members",
@@ -434,7 +602,7 @@ class ProtocolRun:
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             hw: dict[tuple[str, int], int] = {}
-            for r in ray.get([h.progress.remote() for h in self.hosts], timeout=60):
+            for r in ray.get([h.progress.remote() for h in self._live_hosts()], timeout=60):
                 for tp, end in r.items():
                     hw[tp] = max(hw.get(tp, 0), end)
             behind = sum(max(0, e - hw.get(tp, 0)) for tp, e in ends.items())
@@ -451,6 +619,76 @@ class ProtocolRun:
             time.sleep(0.25)
         self.notes.append(f"drain stopped after {budget:.0f} s with messages unprocessed")
 
+    def _restore_zookeeper(self) -> None:
+        """Restart ensemble members this run's faults left down, for the next protocol."""
+        ens = self.ensemble
+        if ens is None:
+            return
+        down = [i for i in range(ens.size) if not ens.member_alive(i)]
+        for i in down:
+            with contextlib.suppress(Exception):
+                ens.restart_member(i, wait=False)
+        if down:
+            with contextlib.suppress(Exception):
+                ens.wait_ready(timeout=60.0)
+
+    # ------------------------------------------------------------- brokers
+
+    def _new_broker(self, broker_id: int, ctx: RunContext) -> Any:
+        """A broker actor, named so that clients find it again after a restart."""
+        from actors.metadata import broker_actor_name
+
+        name = broker_actor_name(self.run_id, self.protocol, broker_id)
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                return BrokerActor.options(name=name).remote(
+                    broker_id,
+                    ctx,
+                    [],
+                    BASE_BROKER_PORT + broker_id,
+                    None,
+                    {t.name: t.partitions for t in self.scenario.topics},
+                )
+            except ValueError:  # the killed actor's name is not released yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def crash_broker(self, broker_id: int) -> None:
+        """Kill a broker's actor without a goodbye (``kill -9``).
+
+        Its ZooKeeper session is not closed: ``/brokers/ids/<id>`` goes when the
+        session expires, and then the controller moves its leaderships. Emits
+        nothing (the caller records the fault).
+        """
+        handle = self.brokers.pop(broker_id, None)
+        if handle is not None:
+            ray.kill(handle, no_restart=True)
+
+    def restart_broker(self, broker_id: int) -> None:
+        """Start a new broker actor with the same id (a no-op if it is running).
+
+        The new broker comes back with empty replicas (the emulator keeps logs
+        in memory), re-registers in ZooKeeper (waiting out the old session's
+        ephemeral node, ZOOKEEPER-1740 handling) and catches up from the
+        leaders; it rejoins the ISRs as it reaches their high watermarks. This
+        call returns once the actor is created and its clock set; the
+        registration goes on in the background.
+        """
+        if broker_id in self.brokers:
+            return
+        ctx: RunContext = self.ctx
+        origin = ctx.origin_wall
+        for other in list(self.brokers.values()):
+            with contextlib.suppress(Exception):
+                origin = float(ray.get(other.origin_wall.remote(), timeout=10))
+                break
+        handle = self._new_broker(broker_id, ctx)
+        ray.get(handle.set_origin.remote(origin), timeout=60)
+        self._broker_starts = [*getattr(self, "_broker_starts", []), handle.start.remote()]
+        self.brokers[broker_id] = handle
+
     def _teardown(self) -> None:
         for h in self.hosts:
             with contextlib.suppress(Exception):
@@ -458,6 +696,9 @@ class ProtocolRun:
         if self.producer is not None:
             with contextlib.suppress(Exception):
                 ray.get(self.producer.stop.remote(), timeout=30)
+        # Controllers first, so stopping the brokers one by one moves no leader.
+        with contextlib.suppress(Exception):
+            ray.get([b.stop_controller.remote() for b in self.brokers.values()], timeout=30)
         for b in self.brokers.values():
             with contextlib.suppress(Exception):
                 ray.get(b.stop.remote(), timeout=30)
@@ -534,6 +775,7 @@ def run_scenario(
         manifest["ray"] = {"address": ray_address or "local", "nodes": len(ray.nodes())}
         for protocol in protocols:
             pr = ProtocolRun(scenario, protocol, out_dir, run_id, zk_hosts, status, validate_events)
+            pr.ensemble = ensemble
             try:
                 result = pr.run()
             finally:
