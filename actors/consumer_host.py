@@ -220,6 +220,7 @@ class ConsumerHostCore:
         member = ModernMember(
             spec.name, machine, self._emit, self.clock.now_ms, send, spec.bootstrap
         )
+        member.broker_ids = tuple(sorted(self.brokers))
         box.append(member)
         self.members[spec.name] = member
         member.apply(machine.start(self.clock.now_ms()))
@@ -244,8 +245,12 @@ class ConsumerHostCore:
 
     async def _group_exchange(self, broker: int, reqs: list[Any]) -> None:
         try:
-            answers = await self.brokers[broker].group_exchange.remote(f"host-{self.index}", reqs)
+            handle = self.leader_cache.handle(broker)
+            if handle is None:
+                raise LookupError(f"no actor for broker {broker}")
+            answers = await handle.group_exchange.remote(f"host-{self.index}", reqs)
         except Exception:
+            self.leader_cache.failed(broker)
             answers = None
         finally:
             self._group_inflight.discard(broker)

@@ -54,6 +54,7 @@ class ModernMember(MemberShell):
         self.machine = machine
         self._send = send
         self.bootstrap = bootstrap
+        self.broker_ids: tuple[int, ...] = ()  # for the next bootstrap broker, set by the host
         self.coordinator: int | None = None
         self.pending: set[int] = set()
         self.started_ms = now()
@@ -112,9 +113,22 @@ class ModernMember(MemberShell):
         self.apply(self.machine.on_response(self._now(), resp))
 
     def on_unreachable(self, request: GroupRequest) -> None:
-        """A request whose broker did not answer (dead broker): rediscover."""
+        """A request whose broker is gone (the call failed): a dropped connection.
+
+        The machine hears of it at once (``DisconnectException``); the next
+        FindCoordinator goes to the next broker of the bootstrap list, as the
+        client's ``leastLoadedNode`` would pick a broker it can reach.
+        """
         self.pending.discard(request.corr)
         self.coordinator = None
+        if self.broker_ids and (
+            isinstance(request, FindCoordinatorRequest) or self.bootstrap == self.known_coordinator
+        ):
+            i = self.broker_ids.index(self.bootstrap) if self.bootstrap in self.broker_ids else -1
+            self.bootstrap = self.broker_ids[(i + 1) % len(self.broker_ids)]
+        failed = getattr(self.machine, "request_failed", None)
+        if failed is not None and self.alive and not self.paused:
+            self.apply(failed(self._now(), request.corr))
 
     def unreachable(self, broker: int) -> bool:
         """Whether a network partition cuts this member off ``broker``."""

@@ -413,9 +413,20 @@ class ProtocolRun:
                 detail=note,
             )
             return
-        membership = action.action in ("join", "leave", "crash")
+        # Faults on members are recorded by their host, per member, when they
+        # take effect (and end); the orchestrator records the timeline action.
+        by_host = action.action in (
+            "join",
+            "leave",
+            "crash",
+            "pause",
+            "slow",
+            "network_partition",
+            "restart",
+            "subscribe",
+        )
         log.emit(
-            EventKind.ACTION_APPLIED if membership else EventKind.FAULT_INJECTED,
+            EventKind.ACTION_APPLIED if by_host else EventKind.FAULT_INJECTED,
             reason=action.action,
             member=member,
             broker=action.broker,

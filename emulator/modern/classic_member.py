@@ -466,6 +466,26 @@ class ClassicMember:
         self._request_rejoin("subscription has changed")
         return self._run()
 
+    def request_failed(self, now: float, corr: int) -> list[MemberOutput]:
+        """Request ``corr``'s connection dropped (the broker is gone): ``DisconnectException``.
+
+        A FindCoordinator is retried after ``retry.backoff.ms``; anything sent
+        to the coordinator marks it unknown, which fails every request in
+        flight to it (``markCoordinatorUnknown``). Unknown ``corr`` (answered
+        or abandoned meanwhile) is ignored.
+        """
+        self._now = now
+        p = self._pending.get(corr)
+        if p is None:
+            return []
+        if p.kind == "find":
+            del self._pending[corr]
+            self._find_corr = None
+            self._next_lookup_at = now + self.config.retry_backoff_ms
+        else:
+            self._mark_coordinator_unknown("disconnected", log=True)
+        return self._run()
+
     def close(self, now: float) -> list[MemberOutput]:
         """``KafkaConsumer.close()``: commit (auto-commit on), revoke, leave if dynamic.
 
