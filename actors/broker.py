@@ -188,6 +188,10 @@ class BrokerCore:
         self.lag_time_ms = float(str(kafka.get("replica.lag.time.max.ms", 10000)))
         self.lag_max_messages = int(str(kafka.get("replica.lag.max.messages", 4000)))
         self._push_queue: asyncio.Queue[Any] | None = None
+        # The metadata image the group coordinators assign from (KIP-848).
+        self.partition_counts: dict[str, int] = dict(
+            partitions_per_topic or ctx.partitions_per_topic
+        )
         if ctx.protocol != "zookeeper":
             from actors.coordinator_host import CoordinatorHost
             from actors.protocols import make_coordinator_factory
@@ -200,7 +204,7 @@ class BrokerCore:
                     dict(ctx.kafka),
                     broker_id,
                     ctx.seed,
-                    partitions_per_topic or dict(ctx.partitions_per_topic),
+                    self.partition_counts,  # shared: new groups see grown topics
                 )
                 self.coordinators = CoordinatorHost(
                     broker_id, offsets_leaders, factory, self._emit_group
@@ -267,6 +271,7 @@ class BrokerCore:
             asyncio.ensure_future(self._replica_fetch_loop()),
             asyncio.ensure_future(self._isr_expiration_loop()),
             asyncio.ensure_future(self._push_loop()),
+            asyncio.ensure_future(self._flush_loop()),
         ]
         if self.coordinators is not None:
             self._tasks.append(asyncio.ensure_future(self._coordinator_timers()))
@@ -274,6 +279,12 @@ class BrokerCore:
             await self.start_controller()
         self.events.flush()
         return self.broker_id
+
+    async def _flush_loop(self) -> None:
+        """Write buffered events out every 0.25 s, so a killed broker loses at most that."""
+        while not self.events.closed:
+            await asyncio.sleep(0.25)
+            self.events.flush()
 
     async def _load_from_zk(self) -> None:
         """Read every topic's assignment and partition state (what this broker replicates)."""
@@ -813,6 +824,28 @@ class BrokerCore:
             self.coordinators.set_leaders(
                 {p: b for (t, p), b in self.leaders.items() if t == OFFSETS_TOPIC}
             )
+            self._maybe_grow_topics()
+
+    def _maybe_grow_topics(self) -> None:
+        """A topic grew (new partitions in the metadata): tell the group coordinators.
+
+        A KIP-848 coordinator bumps the group epoch on its next heartbeat
+        (``update_topics``); a classic coordinator does not use partition
+        counts (its group leader notices on a metadata refresh).
+        """
+        counts: dict[str, int] = {}
+        for t, p in self.leaders:
+            if t != OFFSETS_TOPIC:
+                counts[t] = max(counts.get(t, 0), p + 1)
+        grown = {t: n for t, n in counts.items() if n > self.partition_counts.get(t, 0)}
+        if not grown or self.coordinators is None:
+            return
+        self.partition_counts.update(grown)
+        now = self.clock.now_ms()
+        for coord in self.coordinators.coordinators.values():
+            update = getattr(coord, "update_topics", None)
+            if update is not None:
+                update(now, dict(self.partition_counts))
 
     def metadata(self) -> dict[TopicPartition, int]:
         """``TopicMetadataRequest``: partition -> leader broker id (-1: none)."""

@@ -420,3 +420,70 @@ def test_coordinator_moves_with_its_offsets_partition(
         tp = (e["topic"], e["partition"])
         if tp in committed:
             assert int(e["offset_start"]) >= committed[tp], (tp, e, committed[tp])
+
+
+def _zk_get(zk_connect: str, path: str) -> bytes | None:
+    from zk_registry.client import ZkClient, ZkUtils
+
+    async def go() -> bytes | None:
+        zk = ZkClient(zk_connect, 10.0)
+        await zk.start_async()
+        try:
+            return await ZkUtils(zk).read_maybe(path)
+        finally:
+            await zk.stop_async()
+
+    return asyncio.run(go())
+
+
+def test_killing_the_controller_broker_elects_exactly_one_new_controller(
+    ray_local: None, zk_connect: str, tmp_path: Path
+) -> None:
+    """Controller failover with broker actors: one new controller, epoch bumped, leaders moved."""
+    import ray
+
+    ctx = _ctx(zk_connect, tmp_path / "events")
+    _create(zk_connect, "t", {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]})
+    brokers = {b: _start_broker(ctx, b) for b in range(3)}
+    try:
+        ray.get([h.start_controller.remote() for h in brokers.values()], timeout=60)
+        raw = _zk_get(zk_connect, "/controller")
+        assert raw is not None
+        first = json.loads(raw)["brokerid"]
+        assert _zk_get(zk_connect, "/controller_epoch") == b"1"
+        led = [p for p in range(3) if _zk_state(zk_connect, "t", p).leader == first]
+        assert led, "the controller's broker leads nothing: the test proves less"
+
+        ray.kill(brokers.pop(first))  # no clean close: its session expires on the server
+
+        def new_controller() -> bool:
+            raw = _zk_get(zk_connect, "/controller")
+            return raw is not None and json.loads(raw)["brokerid"] != first
+
+        wait_for(new_controller, timeout=30, what="a new controller")
+        second = json.loads(_zk_get(zk_connect, "/controller") or b"{}")["brokerid"]
+        assert second in brokers
+        wait_for(
+            lambda: _zk_get(zk_connect, "/controller_epoch") == b"2",
+            timeout=10,
+            what="controller epoch 2",
+        )
+        # Every leadership of the dead broker moved to a live in-sync replica.
+        for p in led:
+            wait_for(
+                lambda p=p: _zk_state(zk_connect, "t", p).leader in brokers,
+                timeout=20,
+                what=f"t-{p} led by a live broker",
+            )
+            st = _zk_state(zk_connect, "t", p)
+            assert st.leader_epoch == 1 and first not in st.isr
+            assert st.controller_epoch == 2
+    finally:
+        for h in brokers.values():
+            with contextlib.suppress(Exception):
+                ray.get(h.stop.remote(), timeout=30)
+            ray.kill(h)
+    events = list(read_run_events(Path(ctx.events_dir)))
+    elected = [(e["broker"], e["generation"]) for e in events if e["kind"] == "controller_elected"]
+    # Exactly one controller per epoch: the first, then exactly one successor.
+    assert elected == [(first, 1), (second, 2)], elected

@@ -732,3 +732,25 @@ def test_assignors_without_a_common_protocol_are_refused() -> None:
 
     with pytest.raises(ValueError, match="commonly supported"):
         Harness(assignors=[OnlyCooperative(), OnlyEager()])
+
+
+def test_a_dropped_connection_fails_the_request_at_once_and_the_coordinator_is_rediscovered(
+) -> None:
+    h = Harness()
+    h.joined()
+    h.advance(3_000)  # a heartbeat is in flight to the coordinator, whose broker dies
+    hb = h.req(HeartbeatRequest)
+    h.pending.remove(hb)
+    h.take(h.member.request_failed(h.now, hb.corr))
+    assert h.member.coordinator is None and h.has(FindCoordinatorRequest)
+    assert h.last(K.REQUEST_ERROR).fields["detail"] == "disconnected"
+    assert h.member.state is MemberState.STABLE  # partitions kept: only the link is gone
+    # A FindCoordinator to a dead broker is retried after retry.backoff.ms.
+    find = h.req(FindCoordinatorRequest)
+    h.pending.remove(find)
+    h.take(h.member.request_failed(h.now, find.corr))
+    assert not h.has(FindCoordinatorRequest)
+    h.advance(100)
+    assert h.has(FindCoordinatorRequest)
+    # An answered (unknown) correlation id changes nothing.
+    assert h.member.request_failed(h.now, 123_456) == []
