@@ -35,9 +35,6 @@ TICK_S = 0.02
 # bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
 # 1024 messages.
 MESSAGE_BYTES = 1024
-# Emulator knob (not Kafka): the host flushes its event log at least this often
-# (wall seconds), so a killed host loses at most about this much of its log.
-FLUSH_S = 0.25
 PARTITION_TARGETS = ("zookeeper", "coordinator", "brokers")
 
 
@@ -51,6 +48,10 @@ class MemberSpec:
         subscription: ``{topic: numStreams}``.
         use_proxy: route its ZooKeeper session through a fault proxy (needed
             to crash it alone, or to cut it off ZooKeeper).
+        index: its number (``c-<index>``).
+        bootstrap: the broker a modern member asks first.
+        zk_latency_ms: one-way delay to ZooKeeper, emulated ms (through its
+            proxy; an emulator knob, ``[group].zk_latency_ms``).
     """
 
     name: str
@@ -59,6 +60,7 @@ class MemberSpec:
     use_proxy: bool = False
     index: int = 0
     bootstrap: int = 0
+    zk_latency_ms: float = 0.0
 
 
 class ConsumerHostCore:
@@ -107,7 +109,6 @@ class ConsumerHostCore:
         self._metadata_due: dict[str, float] = {}
         self._restarts: dict[str, int] = defaultdict(int)
         self._faults: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._last_flush = time.monotonic()
         self._stopping = False
         if ctx.protocol != "zookeeper":
             # A modern consumer's poll() returns at most max.poll.records.
@@ -142,8 +143,9 @@ class ConsumerHostCore:
         for spec in specs:
             proxy = None
             connect = self.ctx.zk_connect
-            if spec.use_proxy:
+            if spec.use_proxy or spec.zk_latency_ms > 0:
                 proxy = FaultProxy(list(self.ctx.zk_hosts))
+                proxy.latency_s = self.ctx.scaled_s(spec.zk_latency_ms)
                 await proxy.start()
                 chroot = connect[connect.index("/") :] if "/" in connect else ""
                 connect = proxy.address + chroot
@@ -417,9 +419,10 @@ class ConsumerHostCore:
     def _housekeeping(self, now: float) -> None:
         """Per tick: metadata refreshes that are due, and the event log's flush.
 
-        ``EventWriter`` flushes only when an event comes in; a quiet host would
-        keep its last events in memory, and a killed one would lose them. So
-        the log is flushed at least every ``FLUSH_S`` of wall time.
+        The log is written out at the end of every tick, before the tick's
+        requests leave (they are sent once the loop yields): what a member did
+        is on disk before any commit that says it did it, so a killed host
+        never leaves a committed offset whose processing the log lost.
         """
         if self._metadata_due:
             for name, due in list(self._metadata_due.items()):
@@ -429,10 +432,7 @@ class ConsumerHostCore:
                 elif now >= due and not member.paused:
                     del self._metadata_due[name]
                     member.metadata_refresh(dict(self.partitions_per_topic))
-        mono = time.monotonic()
-        if mono - self._last_flush >= FLUSH_S:
-            self._last_flush = mono
-            self.events.flush()
+        self.events.flush()
 
     def _fault(
         self,

@@ -557,6 +557,9 @@ class ProtocolRun:
                 use_proxy=legacy and name in crashers,
                 index=index,
                 bootstrap=index % self.scenario.cluster.brokers,
+                zk_latency_ms=self.scenario.group.zk_latency_of(name, self.scenario.seed)
+                if legacy
+                else 0.0,
             )
             by_host.setdefault(self.member_host[name], []).append(spec)
         ray.get(

@@ -41,6 +41,8 @@ Format, with every default::
     processing_ms_per_message = 1.0   # >= 0
     consumers_per_host = 50      # emulated consumers per host actor, >= 1
     static_membership = false    # classic/consumer: group.instance.id = "<group>-<member>"
+    zk_latency_ms = 0.0          # legacy: each member's one-way ZooKeeper delay, drawn from
+                                 # [0, zk_latency_ms] with the seed (an emulator knob)
     assignor = "..."             # override the protocol's assignor (client or server side)
 
     [kafka]                      # any key of KAFKA_CONFIG_KEYS, with its Kafka type
@@ -721,6 +723,19 @@ class GroupSpec:
     consumers_per_host: int = 50
     static_membership: bool = False
     assignor: str | None = None
+    zk_latency_ms: float = 0.0
+
+    def zk_latency_of(self, member: str, seed: int) -> float:
+        """One legacy member's one-way network delay to ZooKeeper, in emulated ms.
+
+        An emulator knob (Kafka has none: it is where the machines are): every
+        consumer draws its delay uniformly from ``[0, zk_latency_ms]`` with the
+        scenario's seed, so consumers see watch events, and finish their reads,
+        at different moments, as consumers on different machines do.
+        """
+        if self.zk_latency_ms <= 0:
+            return 0.0
+        return random.Random(f"{seed}/zk-latency/{member}").uniform(0.0, self.zk_latency_ms)
 
 
 @dataclass(frozen=True)
@@ -1045,6 +1060,7 @@ class Scenario:
                 "consumers_per_host": self.group.consumers_per_host,
                 "static_membership": self.group.static_membership,
                 "assignor": self.group.assignor,
+                "zk_latency_ms": self.group.zk_latency_ms,
             },
             "kafka": dict(sorted(self.kafka.items())),
             "kafka_effective": {p: self.effective_kafka_config(p) for p in PROTOCOLS},
@@ -1774,6 +1790,7 @@ class _Parser:
                 "consumers_per_host",
                 "static_membership",
                 "assignor",
+                "zk_latency_ms",
             ),
             _in_section("group"),
         )
@@ -1812,6 +1829,14 @@ class _Parser:
             ),
             static_membership=static,
             assignor=assignor,
+            zk_latency_ms=self.number(
+                table,
+                "zk_latency_ms",
+                "[group].zk_latency_ms",
+                0.0,
+                "a number of milliseconds between 0 and 10000",
+                lambda x: 0 <= x <= 10000,
+            ),
         )
 
     def kafka(self, table: dict[str, object]) -> dict[str, KafkaValue]:

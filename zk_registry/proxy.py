@@ -48,6 +48,9 @@ class FaultProxy:
         self.mode = ProxyMode.PASS
         self.port = 0
         self.bytes_forwarded = 0
+        # One-way delay added to every byte in both directions (a client far
+        # from the ensemble); order is kept and throughput is not reduced.
+        self.latency_s = 0.0
 
     async def start(self) -> int:
         """Listen on 127.0.0.1 on a free port; return the port."""
@@ -118,27 +121,60 @@ class FaultProxy:
         t1.add_done_callback(self._tasks.discard)
         t2.add_done_callback(self._tasks.discard)
 
+    async def _deliver(
+        self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter
+    ) -> None:
+        """Write delayed chunks when their time comes (the ``latency_s`` path)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            item = await queue.get()
+            try:
+                if item is None:
+                    return
+                due, data = item
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if self.mode is not ProxyMode.PASS:
+                    continue  # cut meanwhile: bytes in flight are lost
+                writer.write(data)
+                self.bytes_forwarded += len(data)
+                await writer.drain()
+            finally:
+                queue.task_done()
+
     async def _pipe(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         other: asyncio.StreamWriter,
     ) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        sender = asyncio.ensure_future(self._deliver(queue, writer))
         try:
             while True:
                 data = await reader.read(65536)
                 if not data:
                     break
                 if self.mode is ProxyMode.PASS:
-                    writer.write(data)
-                    self.bytes_forwarded += len(data)
-                    await writer.drain()
+                    if self.latency_s > 0:
+                        queue.put_nowait((loop.time() + self.latency_s, data))
+                    else:
+                        await sender_idle(queue)
+                        writer.write(data)
+                        self.bytes_forwarded += len(data)
+                        await writer.drain()
                 elif self.mode is ProxyMode.DOWN:
                     break
                 # BLACKHOLE: read and drop.
+            queue.put_nowait(None)  # deliver what is in flight, then close
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(sender, self.latency_s + 2.0)
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
+            sender.cancel()
             for w in (writer, other):
                 self._writers.discard(w)
                 if self.mode is ProxyMode.PASS:
@@ -146,3 +182,9 @@ class FaultProxy:
                         w.close()
                 else:
                     w.transport.abort()
+
+
+async def sender_idle(queue: asyncio.Queue[tuple[float, bytes] | None]) -> None:
+    """Wait until delayed chunks still queued are written (latency was just set to 0)."""
+    if not queue.empty():
+        await queue.join()

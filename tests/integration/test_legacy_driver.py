@@ -578,3 +578,42 @@ def test_watch_survives_a_reconnect_in_the_same_session(zk_connect: str) -> None
             await proxy.close()
 
     run(zk_connect, scenario)
+
+
+def test_a_proxy_with_latency_delays_every_round_trip_and_keeps_the_session(
+    zk_connect: str,
+) -> None:
+    """``[group].zk_latency_ms``: a far-away client sees each answer two delays later."""
+    upstream, _, chroot = zk_connect.partition("/")
+
+    async def scenario(h: Harness) -> None:
+        proxy = FaultProxy([upstream])
+        await proxy.start()
+        try:
+            through = Harness(f"{proxy.address}/{chroot}")
+            a = await through.member(0)
+            h.clients.extend(through.clients)
+            observer = await h.client()
+            path = L.consumer_id_path(GROUP, a.cid)
+
+            async def timed_read() -> float:
+                t0 = asyncio.get_running_loop().time()
+                data, _stat = await a.client.get_async(path)
+                assert data
+                return asyncio.get_running_loop().time() - t0
+
+            fast = min([await timed_read() for _ in range(3)])
+            proxy.latency_s = 0.15
+            slow = [await timed_read() for _ in range(3)]
+            assert fast < 0.1 and all(0.3 <= s < 1.5 for s in slow), (fast, slow)
+            # A watch event is delayed too: the far client hears of a change late.
+            sid = a.client.session_id
+            await observer.create_async(L.consumer_id_path(GROUP, "g_other"), b"{}", ephemeral=True)
+            await until(lambda: a.watch_events, what="watch through the slow link")
+            proxy.latency_s = 0.0
+            assert (await timed_read()) < 0.3
+            assert a.client.session_id == sid  # the delay never cost the session
+        finally:
+            await proxy.close()
+
+    run(zk_connect, scenario)

@@ -814,3 +814,28 @@ def test_load_scenario_reads_file(tmp_path: Path) -> None:
     path.write_text(TOPIC, encoding="utf-8")
     scenario = load_scenario(str(path))
     assert (scenario.name, scenario.source) == ("mine", "mine.toml")
+
+
+def test_zk_latency_is_drawn_per_member_with_the_seed() -> None:
+    from emulator.scenario import parse_scenario
+
+    base = """
+name = "lat"
+seed = 5
+duration_s = 10.0
+[[topics]]
+name = "t"
+partitions = 2
+[producer]
+rate_per_s = 1.0
+[group]
+consumers = 3
+"""
+    sc = parse_scenario(base + "zk_latency_ms = 200.0\n", "lat.toml")
+    lat = [sc.group.zk_latency_of(f"c-{i}", sc.seed) for i in range(3)]
+    assert all(0.0 <= x <= 200.0 for x in lat) and len(set(lat)) == 3
+    assert lat == [sc.group.zk_latency_of(f"c-{i}", sc.seed) for i in range(3)]
+    assert sc.to_dict()["group"]["zk_latency_ms"] == 200.0
+    assert parse_scenario(base, "lat.toml").group.zk_latency_of("c-0", 5) == 0.0
+    with pytest.raises(ScenarioError, match=r"\[group\]\.zk_latency_ms"):
+        parse_scenario(base + "zk_latency_ms = -1\n", "lat.toml")
