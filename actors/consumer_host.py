@@ -139,8 +139,14 @@ class ConsumerHostCore:
         if self.ctx.protocol != "zookeeper":
             return [self._add_modern(spec) for spec in specs]
         loop = asyncio.get_running_loop()
-        started: list[str] = []
-        for spec in specs:
+
+        gate = asyncio.Semaphore(16)  # emulator bound: connects in flight at once
+
+        async def connect_one(spec: MemberSpec) -> tuple[Any, Any, list[LegacyMember]]:
+            async with gate:
+                return await connect_unbounded(spec)
+
+        async def connect_unbounded(spec: MemberSpec) -> tuple[Any, Any, list[LegacyMember]]:
             proxy = None
             connect = self.ctx.zk_connect
             if spec.use_proxy or spec.zk_latency_ms > 0:
@@ -158,7 +164,30 @@ class ConsumerHostCore:
                 on_state=lambda st, sid, b=box: b and b[0].on_state(st, sid),
                 on_new_session=lambda b=box: b and b[0].on_new_session(),
             )
-            await zk.start_async()
+            try:
+                await zk.start_async()
+            except BaseException:
+                if proxy is not None:
+                    await proxy.close()
+                raise
+            return zk, proxy, box
+
+        # Sessions connect concurrently, then every member starts in the same
+        # instant: a burst of joins reaches ZooKeeper together, as it would.
+        links = await asyncio.gather(*(connect_one(s) for s in specs), return_exceptions=True)
+        failed = [r for r in links if isinstance(r, BaseException)]
+        if failed:
+            for r in links:
+                if not isinstance(r, BaseException):
+                    with contextlib.suppress(Exception):
+                        await r[0].stop_async()
+                    if r[1] is not None:
+                        await r[1].close()
+            raise failed[0]
+        started: list[str] = []
+        for spec, link in zip(specs, links, strict=True):
+            assert not isinstance(link, BaseException)
+            zk, proxy, box = link
             machine = LegacyConsumer(
                 member=spec.name,
                 consumer_id=spec.consumer_id,

@@ -376,9 +376,27 @@ class ProtocolRun:
                 time.sleep(wait)
             ray.get(self.producer.start.remote(), timeout=60)
             self._join(sc.initial_members(), origin, 0.0, crashers)
-            for action in plan:
+            i = 0
+            while i < len(plan):
+                action = plan[i]
                 self._wait_until(clock, action.at_s * 1000.0, sc)
-                self._apply(action, log, origin, crashers)
+                if action.action == "join":
+                    # Joins of one instant start together (one call per host).
+                    j = i
+                    while (
+                        j + 1 < len(plan)
+                        and plan[j + 1].action == "join"
+                        and plan[j + 1].at_s == action.at_s
+                    ):
+                        j += 1
+                    burst = plan[i : j + 1]
+                    for a in burst:
+                        self._record(a, log)
+                    self._join([m for a in burst for m in a.members], origin, action.at_s, crashers)
+                    i = j + 1
+                else:
+                    self._apply(action, log, origin, crashers)
+                    i += 1
                 log.flush()
             self._wait_until(clock, sc.duration_s * 1000.0, sc)
             produced = ray.get(self.producer.stop.remote(), timeout=60)
@@ -391,6 +409,16 @@ class ProtocolRun:
             log.close()
 
     # ------------------------------------------------------------- timeline
+
+    def _record(self, action: Any, log: Any) -> None:
+        """The event for a timeline action the orchestrator carries out as given."""
+        log.emit(
+            EventKind.ACTION_APPLIED,
+            reason=action.action,
+            member=action.members[0] if len(action.members) == 1 else None,
+            detail=json.dumps(action.params(), sort_keys=True),
+            group=self.scenario.group.id,
+        )
 
     def _apply(self, action: Any, log: Any, origin: float, crashers: set[str]) -> None:
         """Carry out one planned action, recorded as an event; skip what does not apply."""

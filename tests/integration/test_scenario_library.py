@@ -99,3 +99,62 @@ def test_zombie_processes_a_partition_its_new_owner_processes(
     assert counts["double_processing_max_ms"] > 0
     assert counts["duplicates"] > 0
     assert counts["unprocessed"] == 0, counts["partitions_unprocessed"]
+
+
+@pytest.fixture(scope="module")
+def broker_failure_run(
+    ray_local: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Scenario, Path]]:
+    from actors.orchestrator import run_scenario
+
+    scenario = load_scenario(bundled_scenarios()["broker-failure"])
+    out = tmp_path_factory.mktemp("broker-failure") / "run"
+    run_scenario(scenario, ["zookeeper"], out, validate_events=True)
+    yield scenario, out
+
+
+def test_broker_failure_fails_leaders_over_and_the_auto_rebalance_restores_them(
+    broker_failure_run: tuple[Scenario, Path],
+) -> None:
+    scenario, out = broker_failure_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = manifest["protocols"]["zookeeper"]
+    assert entry["status"] == "completed"
+    crash, restart = scenario.action_plan()
+    assert (crash.action, restart.action) == ("broker_crash", "broker_restart")
+    dead = crash.broker
+    events = _events(out, "zookeeper")
+    changes = [e for e in events if e["kind"] == "leader_changed"]
+    offline = {(e["topic"], e["partition"]) for e in changes if e["reason"] == "offline"}
+    # Every partition the dead broker led (its preferred ones: all leaders start
+    # preferred) moved to another broker, within a session timeout and a bit.
+    assert offline and all(
+        e["broker"] != dead
+        and crash.at_s * 1000 < float(e["t_emu_ms"]) < crash.at_s * 1000 + 15_000
+        for e in changes
+        if e["reason"] == "offline"
+    )
+    # After the restart the automatic rebalance (imbalance 100 % > 10 %) gives
+    # each of them back to its preferred broker; nothing moves it away again.
+    back = {
+        (e["topic"], e["partition"])
+        for e in changes
+        if e["reason"] == "auto_rebalance" and e["broker"] == dead
+    }
+    assert offline <= back
+    last: dict[tuple[str, int], int] = {}
+    for e in changes:
+        last[(e["topic"], e["partition"])] = int(e["broker"])
+    assert all(last[tp] == dead for tp in offline)
+    assert all(
+        float(e["t_emu_ms"]) > restart.at_s * 1000
+        for e in changes
+        if e["reason"] == "auto_rebalance"
+    )
+    # The ISR shrank when the broker died and grew back when it caught up.
+    isr = {e["reason"] for e in events if e["kind"] == "isr_changed"}
+    assert {"shrink", "expand"} <= isr
+    # ... and the data path went on: nothing acknowledged was lost or left unprocessed.
+    counts = entry["counts"]
+    assert counts["produced"] > 0.8 * scenario.producer.rate_per_s * scenario.duration_s
+    assert counts["unprocessed"] == 0, counts["partitions_unprocessed"]
