@@ -441,6 +441,13 @@ class ProtocolRun:
                 detail=note,
             )
             return
+        if self.protocol == "consumer" and action.action.startswith("zk_"):
+            caveat = (
+                "Kafka 4.0 (KIP-848 GA) runs without ZooKeeper; here the brokers still "
+                "coordinate through it, so ZooKeeper faults reach their controller"
+            )
+            if caveat not in self.notes:
+                self.notes.append(caveat)
         # Faults on members are recorded by their host, per member, when they
         # take effect (and end); the orchestrator records the timeline action.
         by_host = action.action in (
