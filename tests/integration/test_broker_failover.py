@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import time
@@ -442,7 +443,11 @@ def test_killing_the_controller_broker_elects_exactly_one_new_controller(
     """Controller failover with broker actors: one new controller, epoch bumped, leaders moved."""
     import ray
 
-    ctx = _ctx(zk_connect, tmp_path / "events")
+    # A 3 s (wall) ZooKeeper session: long enough that no live broker's session
+    # lapses on a loaded machine, which would add an election of its own.
+    ctx = dataclasses.replace(
+        _ctx(zk_connect, tmp_path / "events"), kafka={"zookeeper.session.timeout.ms": 30000}
+    )
     _create(zk_connect, "t", {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]})
     brokers = {b: _start_broker(ctx, b) for b in range(3)}
     try:
@@ -454,13 +459,14 @@ def test_killing_the_controller_broker_elects_exactly_one_new_controller(
         led = [p for p in range(3) if _zk_state(zk_connect, "t", p).leader == first]
         assert led, "the controller's broker leads nothing: the test proves less"
 
+        time.sleep(0.6)  # its event log is flushed every 0.25 s: let the election reach it
         ray.kill(brokers.pop(first))  # no clean close: its session expires on the server
 
         def new_controller() -> bool:
             raw = _zk_get(zk_connect, "/controller")
             return raw is not None and json.loads(raw)["brokerid"] != first
 
-        wait_for(new_controller, timeout=30, what="a new controller")
+        wait_for(new_controller, timeout=60, what="a new controller")
         second = json.loads(_zk_get(zk_connect, "/controller") or b"{}")["brokerid"]
         assert second in brokers
         wait_for(
