@@ -1,1 +1,1 @@
-"""Package."""
+"""Analysis of emulator event logs in PySpark (the only package that imports pyspark)."""

@@ -1,0 +1,488 @@
+"""A PySpark Python Data Source for the emulator's msgpack event logs.
+
+``spark.read.format("rebalance-events").load(path)`` reads every ``*.msgpack``
+log under ``path`` (a run directory, an events directory or one file) into the
+event table of :func:`analysis.schema.spark_schema`: one column per field of
+:data:`emulator.events.FIELDS` plus ``source_file``.
+
+Planning. Each file is walked once on the planning side with
+``msgpack.Unpacker.skip()`` and ``tell()`` (no objects are built): that finds
+every record boundary, the record count, a truncated tail and framing
+corruption. A file becomes one input partition, or several when it is larger
+than ``segmentBytes`` (the cut points are exact record boundaries found by the
+walk). :func:`load_events` does the walk in the driver, so the truncated tails
+and corrupt files are known before any Spark job, and hands the plan to the
+data source in the ``plan`` option.
+
+Reading. Each partition decodes exactly its planned records and yields Arrow
+record batches of ``batchRows`` rows matching :func:`analysis.schema.arrow_schema`.
+
+Nothing is dropped silently:
+
+* a truncated last record (a writer that died mid-write) is skipped; it is
+  counted by :func:`load_events` (``LoadedEvents.truncated``), and a plain
+  ``spark.read`` emits one marker row for it instead (kind
+  :data:`TRUNCATED_KIND`, ``count`` = bytes skipped, ``offset_start`` = the
+  byte offset where the tail starts, ``source_file``) unless the
+  ``truncated`` option says ``skip`` or ``error``;
+* bytes that are not a msgpack map, a map with a key that is not an event
+  field, or a value of the wrong type raise
+  :class:`emulator.eventlog.CorruptEventLog` naming the path and the byte
+  offset of the record (:class:`EventLogError` from :func:`load_events`).
+
+Data source options (none are Kafka settings; they are this reader's knobs):
+``segmentBytes`` (default 64 MiB, ``0`` = one partition per file),
+``batchRows`` (default 16384), ``truncated`` (``marker`` | ``skip`` | ``error``),
+``protocols`` (comma list: only ``<run>/<protocol>/events``), ``plan`` (JSON
+from :func:`plan_files`, set by :func:`load_events`).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgpack
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from analysis.schema import SOURCE_FILE, arrow_schema, column_names, spark_schema
+from emulator.eventlog import CorruptEventLog
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMAT: Final = "rebalance-events"
+"""The data source's format name for ``spark.read.format``."""
+
+TRUNCATED_KIND: Final = "_truncated"
+"""``kind`` of the marker row a plain read emits for a skipped truncated tail."""
+
+DEFAULT_SEGMENT_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_BATCH_ROWS: Final = 16384
+_READ_SIZE: Final = 1 << 20
+_MAP_FIRST_BYTES: Final = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_UNPACK_ERRORS: Final = (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError)
+
+
+class EventLogError(ValueError):
+    """A run directory that cannot be loaded: missing, empty, or a corrupt log file.
+
+    The message is one line. ``path`` is the offending file or directory and
+    ``offset`` the byte offset of the bad record (``None`` when not about a record).
+    """
+
+    def __init__(self, message: str, path: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One input partition: a run of whole records of one file.
+
+    Attributes:
+        path: the file (absolute).
+        rel: the ``source_file`` value (path relative to the loaded directory).
+        start: byte offset of the first record.
+        end: byte offset just past the last record.
+        records: number of records in ``[start, end)``.
+        truncated: bytes of a truncated tail right after ``end`` (last segment
+            of a file only, else 0).
+    """
+
+    path: str
+    rel: str
+    start: int
+    end: int
+    records: int
+    truncated: int = 0
+
+
+class SegmentPartition(InputPartition):
+    """The Spark input partition wrapping one :class:`Segment`."""
+
+    def __init__(self, segment: Segment) -> None:
+        super().__init__(asdict(segment))
+        self.segment = segment
+
+
+@dataclass
+class FilePlan:
+    """What the planning walk found in one file."""
+
+    path: str
+    rel: str
+    size: int
+    records: int
+    segments: list[Segment] = field(default_factory=list)
+    truncated_at: int | None = None
+    truncated_bytes: int = 0
+
+
+def plan_file(path: str | Path, rel: str, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> FilePlan:
+    """Walk one log file's records without decoding them.
+
+    Args:
+        path: the file.
+        rel: its ``source_file`` name.
+        segment_bytes: cut into segments of about this many bytes at record
+            boundaries; ``0`` keeps the file whole.
+
+    Raises:
+        CorruptEventLog: bytes that are not msgpack, or a record that is not a
+            map, with the byte offset of the record.
+    """
+    p = str(path)
+    with open(p, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        plan = FilePlan(path=p, rel=rel, size=size, records=0)
+        if size == 0:
+            return plan
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            unpacker = msgpack.Unpacker(f, read_size=_READ_SIZE)
+            skip = unpacker.skip
+            tell = unpacker.tell
+            pos = 0
+            seg_start = 0
+            seg_records = 0
+            records = 0
+            limit = segment_bytes if segment_bytes > 0 else size + 1
+            while pos < size:
+                if mm[pos] not in _MAP_FIRST_BYTES:
+                    raise CorruptEventLog(p, pos, f"byte 0x{mm[pos]:02x} does not start a map")
+                try:
+                    skip()
+                except msgpack.OutOfData:
+                    plan.truncated_at = pos
+                    plan.truncated_bytes = size - pos
+                    break
+                except _UNPACK_ERRORS as exc:
+                    raise CorruptEventLog(p, pos, str(exc) or type(exc).__name__) from None
+                pos = tell()
+                records += 1
+                seg_records += 1
+                if pos - seg_start >= limit and pos < size:
+                    plan.segments.append(Segment(p, rel, seg_start, pos, seg_records))
+                    seg_start = pos
+                    seg_records = 0
+    plan.records = records
+    if seg_records or plan.truncated_bytes or not plan.segments:
+        plan.segments.append(
+            Segment(p, rel, seg_start, pos, seg_records, truncated=plan.truncated_bytes)
+        )
+    return plan
+
+
+def find_logs(root: str | Path, protocols: Sequence[str] | None = None) -> list[Path]:
+    """The log files under ``root``, sorted.
+
+    ``root`` may be a file; a run directory (``<protocol>/events/*.msgpack``);
+    or any directory (every ``*.msgpack`` below it). With ``protocols`` only
+    ``<root>/<protocol>/events/*.msgpack`` of those protocols.
+
+    Raises:
+        EventLogError: ``root`` does not exist, or a requested protocol has no
+            events directory.
+    """
+    r = Path(root)
+    if r.is_file():
+        return [r]
+    if not r.is_dir():
+        raise EventLogError(f"no such run directory: {r}", str(r))
+    if protocols:
+        out: list[Path] = []
+        for proto in protocols:
+            d = r / proto / "events"
+            if not d.is_dir():
+                raise EventLogError(f"no event logs for protocol {proto!r} in {r}", str(d))
+            out.extend(sorted(d.glob("*.msgpack")))
+        return out
+    layout = sorted(r.glob("*/events/*.msgpack"))
+    return layout if layout else sorted(r.rglob("*.msgpack"))
+
+
+def plan_files(
+    root: str | Path, files: Sequence[Path], segment_bytes: int = DEFAULT_SEGMENT_BYTES
+) -> list[FilePlan]:
+    """Plan every file (see :func:`plan_file`); ``source_file`` is relative to ``root``."""
+    base = Path(root)
+    base = base.parent if base.is_file() else base
+    plans = []
+    for f in files:
+        try:
+            rel = str(f.relative_to(base))
+        except ValueError:
+            rel = str(f)
+        plans.append(plan_file(f, rel, segment_bytes))
+    return plans
+
+
+def _plan_to_json(plans: Sequence[FilePlan]) -> str:
+    return json.dumps([asdict(s) for p in plans for s in p.segments])
+
+
+def _plan_from_json(text: str) -> list[Segment]:
+    return [Segment(**d) for d in json.loads(text)]
+
+
+class RebalanceEventsDataSource(DataSource):
+    """``spark.read.format("rebalance-events")``: the emulator's event logs (see module doc)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return RebalanceEventsReader(dict(self.options))
+
+
+class RebalanceEventsReader(DataSourceReader):
+    """Plans segments and decodes them into Arrow batches."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        opts = {k.lower(): v for k, v in options.items()}
+        self.path = opts.get("path", "")
+        self.segment_bytes = int(opts.get("segmentbytes", DEFAULT_SEGMENT_BYTES))
+        self.batch_rows = max(1, int(opts.get("batchrows", DEFAULT_BATCH_ROWS)))
+        self.truncated = opts.get("truncated", "marker")
+        if self.truncated not in ("marker", "skip", "error"):
+            raise ValueError(f"truncated option must be marker|skip|error, not {self.truncated!r}")
+        protos = opts.get("protocols", "")
+        self.protocols = [p for p in protos.split(",") if p] or None
+        self.plan = opts.get("plan")
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if self.plan is not None:
+            segments = _plan_from_json(self.plan)
+        else:
+            if not self.path:
+                raise EventLogError("rebalance-events needs a path to load", "")
+            files = find_logs(self.path, self.protocols)
+            segments = [
+                s for p in plan_files(self.path, files, self.segment_bytes) for s in p.segments
+            ]
+        if self.truncated == "error":
+            for s in segments:
+                if s.truncated:
+                    raise CorruptEventLog(
+                        s.path, s.end, f"truncated last record ({s.truncated} bytes)"
+                    )
+        return [SegmentPartition(s) for s in segments]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        seg = partition.segment if isinstance(partition, SegmentPartition) else None
+        if seg is None:
+            seg = Segment(**partition.value)
+        yield from read_segment(seg, self.batch_rows)
+        if seg.truncated and self.truncated == "marker":
+            yield _marker_batch(seg)
+
+
+def _marker_batch(seg: Segment) -> pa.RecordBatch:
+    cols: dict[str, list[Any]] = {name: [None] for name in column_names()}
+    cols["kind"] = [TRUNCATED_KIND]
+    cols["count"] = [seg.truncated]
+    cols["offset_start"] = [seg.end]
+    cols["detail"] = [f"truncated last record of {seg.path}: {seg.truncated} bytes skipped"]
+    cols[SOURCE_FILE] = [seg.rel]
+    return pa.RecordBatch.from_pydict(cols, schema=arrow_schema())
+
+
+def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Decode one segment's records into Arrow batches of the event schema.
+
+    Raises:
+        CorruptEventLog: a record that is not an event map, has a key that is
+            not an event field or a value of the wrong type, or a file that no
+            longer matches its plan; named by path and byte offset.
+    """
+    schema = arrow_schema()
+    names = column_names()
+    event_names = names[:-1]
+    types = [schema.field(n).type for n in event_names]
+    with open(seg.path, "rb") as f:
+        f.seek(seg.start)
+        unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=_READ_SIZE)
+        unpack = unpacker.unpack
+        tell = unpacker.tell
+        left = seg.records
+        while left > 0:
+            n = min(batch_rows, left)
+            cols: dict[str, list[Any]] = {name: [None] * n for name in event_names}
+            offsets = [0] * n
+            for i in range(n):
+                pos = tell()
+                offsets[i] = pos
+                try:
+                    obj = unpack()
+                except msgpack.OutOfData:
+                    raise CorruptEventLog(
+                        seg.path, seg.start + pos, "file is shorter than when it was planned"
+                    ) from None
+                except _UNPACK_ERRORS as exc:
+                    raise CorruptEventLog(
+                        seg.path, seg.start + pos, str(exc) or type(exc).__name__
+                    ) from None
+                if type(obj) is not dict or "kind" not in obj:
+                    raise CorruptEventLog(
+                        seg.path,
+                        seg.start + pos,
+                        f"record is a {type(obj).__name__}, not an event map",
+                    )
+                try:
+                    for k, v in obj.items():
+                        cols[k][i] = v
+                except (KeyError, TypeError):
+                    bad = sorted(str(k) for k in obj if k not in cols)
+                    raise CorruptEventLog(
+                        seg.path, seg.start + pos, f"unknown event field {bad[0]!r}"
+                    ) from None
+            arrays = []
+            for name, typ in zip(event_names, types, strict=True):
+                try:
+                    arrays.append(pa.array(cols[name], type=typ))
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+                    i = _first_bad(cols[name], typ)
+                    raise CorruptEventLog(
+                        seg.path,
+                        seg.start + offsets[i],
+                        f"field {name!r} is not {typ}: {cols[name][i]!r}",
+                    ) from None
+            arrays.append(pa.array([seg.rel] * n, type=pa.string()))
+            left -= n
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        end = seg.start + tell()
+        if end != seg.end:
+            raise CorruptEventLog(seg.path, end, f"records end at byte {end}, planned {seg.end}")
+
+
+def _first_bad(values: list[Any], typ: pa.DataType) -> int:
+    for i, v in enumerate(values):
+        try:
+            pa.array([v], type=typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+            return i
+    return 0
+
+
+@dataclass
+class LoadedEvents:
+    """A run's events as a DataFrame, with what loading found.
+
+    Attributes:
+        events: the event table (:func:`analysis.schema.spark_schema`).
+        files: number of log files read.
+        truncated: ``(source_file, bytes skipped)`` for every file whose last
+            record was cut short.
+        manifest: the run's ``manifest.json`` (empty when there is none).
+        records: number of complete records planned (= ``events.count()``).
+        segments: number of input partitions.
+        plan_s: seconds the driver spent walking the files.
+    """
+
+    events: DataFrame
+    files: int
+    truncated: list[tuple[str, int]]
+    manifest: dict[str, Any]
+    records: int = 0
+    segments: int = 0
+    plan_s: float = 0.0
+
+
+def load_events(
+    spark: SparkSession,
+    run_dir: str | Path,
+    protocols: Sequence[str] | None = None,
+    *,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> LoadedEvents:
+    """Load a run directory's event logs through the ``rebalance-events`` data source.
+
+    The driver walks every file first (see :func:`plan_file`): truncated tails
+    are counted here and framing corruption raises before any Spark job.
+
+    Args:
+        spark: a session from :func:`analysis.spark.get_spark` (the source is
+            registered here if it is not yet).
+        run_dir: the run directory (``manifest.json``, ``<protocol>/events/``),
+            or any directory holding ``*.msgpack`` logs.
+        protocols: only these protocols' logs (``<run>/<protocol>/events``).
+        segment_bytes: split files larger than this (``0``: one partition per file).
+        batch_rows: rows per Arrow batch.
+
+    Raises:
+        EventLogError: no such directory, no logs, a requested protocol without
+            logs, or a corrupt log (message names path and byte offset).
+    """
+    root = Path(run_dir)
+    files = find_logs(root, protocols)
+    if not files:
+        raise EventLogError(f"no event logs (*.msgpack) under {root}", str(root))
+    manifest: dict[str, Any] = {}
+    mpath = root / "manifest.json"
+    if mpath.is_file():
+        try:
+            manifest = json.loads(mpath.read_text())
+        except ValueError as exc:
+            raise EventLogError(f"unreadable manifest {mpath}: {exc}", str(mpath)) from None
+    t0 = time.perf_counter()
+    try:
+        plans = plan_files(root, files, segment_bytes)
+    except CorruptEventLog as exc:
+        raise EventLogError(str(exc), exc.path, exc.offset) from None
+    plan_s = time.perf_counter() - t0
+    _ensure_registered(spark)
+    df = (
+        spark.read.format(FORMAT)
+        .option("plan", _plan_to_json(plans))
+        .option("truncated", "skip")
+        .option("batchRows", str(batch_rows))
+        .load(str(root))
+    )
+    return LoadedEvents(
+        events=df,
+        files=len(plans),
+        truncated=[(p.rel, p.truncated_bytes) for p in plans if p.truncated_bytes],
+        manifest=manifest,
+        records=sum(p.records for p in plans),
+        segments=sum(len(p.segments) for p in plans),
+        plan_s=plan_s,
+    )
+
+
+def _ensure_registered(spark: SparkSession) -> None:
+    spark.dataSource.register(RebalanceEventsDataSource)
+
+
+_CORRUPT_RE: Final = re.compile(r"corrupt event log (\S+) at byte (\d+): ([^\n]*)")
+
+
+def event_log_error(exc: BaseException) -> EventLogError | None:
+    """The :class:`EventLogError` inside an exception from a Spark job, if there is one.
+
+    A corrupt record met inside a Spark task reaches the driver as a Spark
+    exception whose text holds the Python traceback; this pulls the one-line
+    ``corrupt event log <path> at byte <offset>: <why>`` back out.
+    """
+    if isinstance(exc, EventLogError):
+        return exc
+    if isinstance(exc, CorruptEventLog):
+        return EventLogError(str(exc), exc.path, exc.offset)
+    m = _CORRUPT_RE.search(str(exc))
+    if m is None:
+        return None
+    return EventLogError(m.group(0), m.group(1), int(m.group(2)))

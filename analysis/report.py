@@ -1,0 +1,875 @@
+"""The comparison report: plots, ``report.md``, a self-contained ``report.html``, ``metrics.json``.
+
+Everything here works on small pandas frames (the plot frames of
+:mod:`analysis.metrics`, already collected with ``toPandas``) and on the
+JSON-able metrics dict of :func:`analysis.metrics.compute_metrics`; no Spark
+job runs here. Plots are drawn on matplotlib's Agg canvas: figures are made
+without pyplot, so nothing here touches the process's matplotlib backend (a
+notebook keeps its inline backend) or keeps figures alive.
+
+Frames (keys of the ``frames`` mapping; a missing or empty frame gives a plot
+that says there is nothing to show, never an error):
+
+* ``ownership``: protocol, topic, partition, member, t_start_ms, t_end_ms
+  (``t_end_ms`` null: still owned at the end of the run);
+* ``throughput``: protocol, t_ms, produced, processed, lag (per time bucket);
+* ``durations``: protocol, t_ms, duration_ms (one row per rebalance);
+* ``faults``: protocol, t_ms, reason, member;
+* ``anomalies``: the checker rows (:data:`analysis.checkers.ANOMALY_SCHEMA`);
+* ``herd``: run, protocol, group_size, measure, per_change (several runs only:
+  ZooKeeper operations or coordinator requests per membership change).
+
+The ``protocol`` column names a series: the protocol for one run, or
+``<run>/<protocol>`` when several runs are compared (see :mod:`analysis.compare`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import matplotlib
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+OWNERSHIP: Final = "ownership"
+THROUGHPUT: Final = "throughput"
+DURATIONS: Final = "durations"
+FAULTS: Final = "faults"
+ANOMALIES: Final = "anomalies"
+HERD: Final = "herd"
+
+FRAME_COLUMNS: Final[Mapping[str, tuple[str, ...]]] = {
+    OWNERSHIP: ("protocol", "topic", "partition", "member", "t_start_ms", "t_end_ms"),
+    THROUGHPUT: ("protocol", "t_ms", "produced", "processed", "lag"),
+    DURATIONS: ("protocol", "t_ms", "duration_ms"),
+    FAULTS: ("protocol", "t_ms", "reason", "member"),
+    ANOMALIES: (
+        "protocol",
+        "group",
+        "kind",
+        "topic",
+        "partition",
+        "member",
+        "other_member",
+        "t_start_ms",
+        "t_end_ms",
+        "offset_start",
+        "offset_end",
+        "count",
+        "allowed",
+        "detail",
+    ),
+    HERD: ("run", "protocol", "group_size", "measure", "per_change"),
+}
+
+PROTOCOL_ORDER: Final = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+PROTOCOL_TITLES: Final[Mapping[str, str]] = {
+    "zookeeper": "0.8 ZooKeeper consumer",
+    "classic-eager": "classic, eager (range)",
+    "classic-cooperative": "classic, cooperative-sticky",
+    "consumer": "KIP-848 consumer protocol",
+}
+DOUBLE_COLOR: Final = "#d62728"
+GAP_COLOR: Final = "#7f7f7f"
+FAULT_COLOR: Final = "#9467bd"
+MAX_TIMELINE_ROWS: Final = 120  # partitions drawn per protocol; the rest are summarised
+
+
+@dataclass
+class ReportPaths:
+    """What :func:`write_report` wrote.
+
+    Attributes:
+        dir: the report directory.
+        markdown: ``report.md`` (plots linked as ``plots/*.png``).
+        html: ``report.html``, self-contained (plots embedded as base64 PNG).
+        metrics_json: ``metrics.json``.
+        plots: every ``plots/*.png``, in report order.
+    """
+
+    dir: Path
+    markdown: Path
+    html: Path
+    metrics_json: Path
+    plots: list[Path] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def frame(frames: Mapping[str, Any], key: str) -> pd.DataFrame:
+    """The frame ``key`` as pandas, with at least its declared columns (empty when absent).
+
+    A Spark DataFrame is collected with ``toPandas``.
+    """
+    df = frames.get(key)
+    if df is None:
+        df = pd.DataFrame()
+    elif not isinstance(df, pd.DataFrame):
+        df = df.toPandas()
+    df = df.copy()
+    for col in FRAME_COLUMNS.get(key, ()):
+        if col not in df.columns:
+            df[col] = pd.Series(dtype="object")
+    return df
+
+
+def series_order(names: Sequence[str]) -> list[str]:
+    """Series in report order: runs as first seen, then by protocol generation, then by name."""
+    unique = list(dict.fromkeys(str(n) for n in names))
+    runs = list(dict.fromkeys(n.rpartition("/")[0] for n in unique))
+
+    def key(name: str) -> tuple[int, int, str]:
+        run, _, proto = name.rpartition("/")
+        idx = PROTOCOL_ORDER.index(proto) if proto in PROTOCOL_ORDER else len(PROTOCOL_ORDER)
+        return (runs.index(run), idx, name)
+
+    return sorted(unique, key=key)
+
+
+def _title(series: str) -> str:
+    run, _, proto = series.rpartition("/")
+    name = PROTOCOL_TITLES.get(proto, proto)
+    return f"{run}: {proto} ({name})" if run else f"{proto} ({name})"
+
+
+def _intervals_union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
+    """Windows where two different members owned one partition at once.
+
+    Args:
+        own: ownership intervals (one protocol or several).
+        end_ms: the end of the run, for intervals still open.
+
+    Returns:
+        protocol, topic, partition, t_start_ms, t_end_ms, members (``a+b``).
+    """
+    rows: list[dict[str, Any]] = []
+    if own.empty:
+        return pd.DataFrame(columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms"])
+    df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
+    for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
+        ivs = sorted(
+            (float(r.t_start_ms), float(r.t_end_ms), str(r.member)) for r in g.itertuples()
+        )
+        for i, (_s1, e1, m1) in enumerate(ivs):
+            for s2, e2, m2 in ivs[i + 1 :]:
+                if s2 >= e1:
+                    break
+                if m1 != m2 and min(e1, e2) > s2:
+                    rows.append(
+                        {
+                            "protocol": proto,
+                            "topic": topic,
+                            "partition": int(part),
+                            "t_start_ms": s2,
+                            "t_end_ms": min(e1, e2),
+                            "members": f"{m1}+{m2}",
+                        }
+                    )
+    return pd.DataFrame(
+        rows,
+        columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms", "members"],
+    )
+
+
+def unowned_gaps(own: pd.DataFrame, start_ms: float, end_ms: float) -> pd.DataFrame:
+    """Windows in ``[start_ms, end_ms)`` where a partition had no owner.
+
+    Only partitions that appear in ``own`` are considered (a partition nobody
+    ever owned is reported whole by the checkers, not here).
+
+    Returns:
+        protocol, topic, partition, t_start_ms, t_end_ms.
+    """
+    rows: list[dict[str, Any]] = []
+    cols = ["protocol", "topic", "partition", "t_start_ms", "t_end_ms"]
+    if own.empty:
+        return pd.DataFrame(columns=cols)
+    df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
+    for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
+        merged = _intervals_union(
+            [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
+        )
+        cursor = start_ms
+        for s, e in merged:
+            if s > cursor:
+                rows.append(dict(zip(cols, (proto, topic, int(part), cursor, s), strict=True)))
+            cursor = max(cursor, e)
+        if cursor < end_ms:
+            rows.append(dict(zip(cols, (proto, topic, int(part), cursor, end_ms), strict=True)))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def run_span_ms(frames: Mapping[str, Any], manifests: Sequence[Mapping[str, Any]]) -> float:
+    """The end of the plotted time axis: the longest scenario or the latest event seen."""
+    end = 0.0
+    for m in manifests:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            end = max(end, float(m["scenario"]["duration_s"]) * 1000.0)
+    own = frame(frames, OWNERSHIP)
+    for col in ("t_start_ms", "t_end_ms"):
+        if not own.empty and own[col].notna().any():
+            end = max(end, float(own[col].max()))
+    thr = frame(frames, THROUGHPUT)
+    if not thr.empty and thr["t_ms"].notna().any():
+        end = max(end, float(thr["t_ms"].max()))
+    return end or 1000.0
+
+
+def scenario_end_ms(manifests: Sequence[Mapping[str, Any]]) -> float | None:
+    """The longest scenario's ``duration_s`` in ms (``None`` when no manifest says)."""
+    ends: list[float] = []
+    for m in manifests:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            ends.append(float(m["scenario"]["duration_s"]) * 1000.0)
+    return max(ends) if ends else None
+
+
+def with_timeline_marks(
+    faults: pd.DataFrame, manifest: Mapping[str, Any], protocols: Sequence[str]
+) -> pd.DataFrame:
+    """``faults`` plus a mark per scenario timeline action (join, leave ...) for each protocol.
+
+    An action already marked by an event (the same member within a second,
+    e.g. a pause's ``fault_injected``) is not added again.
+    """
+    df = frame({FAULTS: faults}, FAULTS)
+    rows: list[dict[str, Any]] = []
+    timeline = (manifest.get("scenario") or {}).get("timeline") or []
+    for proto in protocols:
+        have = df[df["protocol"] == proto]
+        for a in timeline:
+            try:
+                t_ms = float(a["at_s"]) * 1000.0
+            except (KeyError, TypeError, ValueError):
+                continue
+            member = a.get("member")
+            near = have[(have["t_ms"].astype(float) - t_ms).abs() < 1000.0]
+            if member is not None and (near["member"] == member).any():
+                continue
+            if member is None and (near["reason"] == a.get("action")).any():
+                continue
+            count = int(a.get("count") or 1)
+            reason = str(a.get("action")) + (f" x{count}" if count > 1 else "")
+            rows.append({"protocol": proto, "t_ms": t_ms, "reason": reason, "member": member})
+    if not rows:
+        return df
+    extra = pd.DataFrame(rows, columns=list(FRAME_COLUMNS[FAULTS]))
+    return pd.concat([d for d in (df, extra) if not d.empty], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
+    """``pyplot.subplots`` without pyplot: a Figure on an Agg canvas."""
+    fig = Figure(figsize=kw.pop("figsize", None))
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(nrows, ncols, **kw)
+
+
+def png_bytes(fig: Figure, dpi: int = 90) -> bytes:
+    """The figure as PNG bytes."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    return buf.getvalue()
+
+
+def _member_colors(members: Sequence[str]) -> dict[str, Any]:
+    """A colour per member, never the red of double ownership or the grey of gaps."""
+    tab10 = matplotlib.colormaps["tab10"]
+    tab20 = matplotlib.colormaps["tab20"]
+    strong = [tab10(i) for i in (0, 1, 2, 4, 5, 6, 8, 9)]  # no red (3), no grey (7)
+    light = [tab20(i) for i in (1, 3, 5, 9, 11, 13, 17, 19)]
+    palette = strong + light
+    ordered = sorted(dict.fromkeys(members), key=_natural)
+    return {m: palette[i % len(palette)] for i, m in enumerate(ordered)}
+
+
+def _natural(s: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(s)))
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_ownership(
+    own: pd.DataFrame,
+    faults: pd.DataFrame,
+    series: Sequence[str],
+    end_ms: float,
+    gap_end_ms: float | None = None,
+) -> Figure:
+    """Partition-ownership timeline, one panel per series.
+
+    Each partition is a row; bars are coloured by owner; red cross-hatched
+    bars mark double ownership, grey hatched bars unowned gaps (from time 0 to
+    ``gap_end_ms``, default ``end_ms``: the scenario's end, so the shutdown
+    after it is not a gap), dashed purple lines faults and membership changes.
+    """
+    n = max(1, len(series))
+    rows_per = [
+        min(MAX_TIMELINE_ROWS, own[own["protocol"] == s].groupby(["topic", "partition"]).ngroups)
+        for s in series
+    ] or [1]
+    heights = [max(1.8, 0.16 * r + 1.2) for r in rows_per]
+    fig, axes = _subplots(
+        n,
+        1,
+        figsize=(12, sum(heights) + 0.8),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
+    colors = _member_colors([str(m) for m in own["member"].dropna()])
+    end_s = end_ms / 1000.0
+    doubles = double_ownership_windows(own, end_ms)
+    gaps = unowned_gaps(own, 0.0, gap_end_ms if gap_end_ms is not None else end_ms)
+    for ax, s in zip(axes[:, 0], series or ["(none)"], strict=False):
+        sub = own[own["protocol"] == s]
+        ax.set_title(_title(s), loc="left", fontsize=10, pad=24)
+        if sub.empty:
+            _empty(ax, "no ownership events")
+            continue
+        keys = sorted(
+            {(str(t), int(p)) for t, p in zip(sub["topic"], sub["partition"], strict=True)},
+            key=lambda k: (k[0], k[1]),
+        )
+        shown = keys[:MAX_TIMELINE_ROWS]
+        ypos = {k: i for i, k in enumerate(shown)}
+        for r in sub.itertuples():
+            k = (str(r.topic), int(r.partition))
+            if k not in ypos:
+                continue
+            t0 = float(r.t_start_ms) / 1000.0
+            t1 = (float(r.t_end_ms) if pd.notna(r.t_end_ms) else end_ms) / 1000.0
+            ax.broken_barh(
+                [(t0, max(t1 - t0, 0.01))],
+                (ypos[k] - 0.4, 0.8),
+                facecolors=colors.get(str(r.member), "#1f77b4"),
+                linewidth=0,
+            )
+        for frame_, color, hatch in ((gaps, GAP_COLOR, "///"), (doubles, DOUBLE_COLOR, "xxxx")):
+            for r in frame_[frame_["protocol"] == s].itertuples():
+                k = (str(r.topic), int(r.partition))
+                if k not in ypos:
+                    continue
+                t0 = float(r.t_start_ms) / 1000.0
+                t1 = float(r.t_end_ms) / 1000.0
+                ax.broken_barh(
+                    [(t0, max(t1 - t0, 0.02))],
+                    (ypos[k] - 0.45, 0.9),
+                    facecolors="none",
+                    edgecolors=color,
+                    hatch=hatch,
+                    linewidth=1.2 if color == DOUBLE_COLOR else 0.6,
+                )
+        marks = faults[faults["protocol"] == s].sort_values("t_ms")
+        for i, r in enumerate(marks.itertuples()):
+            t = float(r.t_ms) / 1000.0
+            ax.axvline(t, color=FAULT_COLOR, linestyle="--", linewidth=1.0)
+            label = str(r.reason) + (f" {r.member}" if pd.notna(r.member) and r.member else "")
+            ax.text(
+                t,
+                1.0 + 0.07 * (i % 3),
+                " " + label,
+                color=FAULT_COLOR,
+                fontsize=7,
+                va="bottom",
+                transform=ax.get_xaxis_transform(),
+                clip_on=False,
+            )
+        ax.set_yticks(range(len(shown)))
+        ax.set_yticklabels([f"{t}:{p}" for t, p in shown], fontsize=6)
+        ax.set_ylim(-0.7, len(shown) + 0.6)
+        ax.set_xlim(0, end_s)
+        if len(keys) > len(shown):
+            ax.text(
+                1.0,
+                1.01,
+                f"first {len(shown)} of {len(keys)} partitions",
+                transform=ax.transAxes,
+                ha="right",
+                fontsize=7,
+            )
+    axes[-1, 0].set_xlabel("emulated time (s)")
+    handles = [Patch(facecolor=c, label=m) for m, c in list(colors.items())[:20]]
+    handles += [
+        Patch(facecolor="none", edgecolor=DOUBLE_COLOR, hatch="xxxx", label="double ownership"),
+        Patch(facecolor="none", edgecolor=GAP_COLOR, hatch="///", label="no owner"),
+        Patch(facecolor="none", edgecolor=FAULT_COLOR, linestyle="--", label="fault / change"),
+    ]
+    fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=min(8, len(handles)))
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig
+
+
+def plot_throughput(thr: pd.DataFrame, faults: pd.DataFrame, series: Sequence[str]) -> Figure:
+    """Processed messages per bucket (produced dashed) and lag over time, one line per series."""
+    fig, (ax1, ax2) = _subplots(2, 1, figsize=(12, 6.5), sharex=True)
+    if thr.empty:
+        _empty(ax1, "no throughput data")
+        _empty(ax2, "no lag data")
+        return fig
+    cmap = matplotlib.colormaps["tab10"]
+    for i, s in enumerate(series):
+        sub = thr[thr["protocol"] == s].sort_values("t_ms")
+        if sub.empty:
+            continue
+        t = sub["t_ms"].astype(float) / 1000.0
+        color = cmap(i % 10)
+        ax1.plot(t, sub["processed"].astype(float), color=color, label=f"{s} processed")
+        ax1.plot(t, sub["produced"].astype(float), color=color, linestyle=":", alpha=0.6)
+        ax2.plot(t, sub["lag"].astype(float), color=color, label=s)
+        for r in faults[faults["protocol"] == s].itertuples():
+            ax2.axvline(float(r.t_ms) / 1000.0, color=color, linestyle="--", alpha=0.3)
+    ax1.set_ylabel("messages per bucket\n(dotted: produced)")
+    ax1.set_title("throughput", loc="left", fontsize=10)
+    ax1.legend(fontsize=7, ncol=2)
+    ax2.set_ylabel("lag (messages)")
+    ax2.set_title("consumer lag (produced - processed)", loc="left", fontsize=10)
+    ax2.set_xlabel("emulated time (s)")
+    ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_durations(dur: pd.DataFrame, series: Sequence[str]) -> Figure:
+    """Rebalance durations (trigger to settled): a box per series with every rebalance as a dot."""
+    fig, ax = _subplots(figsize=(12, 4.2))
+    data = [
+        dur[dur["protocol"] == s]["duration_ms"].dropna().astype(float) / 1000.0 for s in series
+    ]
+    if not any(len(d) for d in data):
+        _empty(ax, "no rebalances")
+        return fig
+    positions = list(range(1, len(series) + 1))
+    ax.boxplot(
+        [d.to_numpy() if len(d) else [math.nan] for d in data],
+        positions=positions,
+        widths=0.5,
+        showfliers=False,
+    )
+    for pos, d in zip(positions, data, strict=True):
+        if len(d):
+            jitter = [(((i * 7919) % 100) / 100.0 - 0.5) * 0.3 for i in range(len(d))]
+            ax.scatter([pos + j for j in jitter], d, s=12, alpha=0.7, color="#1f77b4")
+    ax.set_xticks(positions)
+    ax.set_xticklabels([f"{s}\nn={len(d)}" for s, d in zip(series, data, strict=True)], fontsize=8)
+    ax.set_ylabel("rebalance duration (s)")
+    ax.set_title("rebalance durations (trigger to settled)", loc="left", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_herd(herd: pd.DataFrame) -> Figure:
+    """Cost per membership change against group size, one line per protocol and measure."""
+    fig, ax = _subplots(figsize=(10, 4.5))
+    if herd.empty:
+        _empty(ax, "herd cost needs several runs")
+        return fig
+    herd = herd.dropna(subset=["group_size", "per_change"])
+    for (proto, measure), g in herd.groupby(["protocol", "measure"], sort=True):
+        g = g.sort_values("group_size")
+        ax.plot(
+            g["group_size"].astype(float),
+            g["per_change"].astype(float),
+            marker="o",
+            label=f"{proto}: {measure}",
+        )
+    ax.set_xlabel("group size (consumers)")
+    ax.set_ylabel("operations per membership change")
+    ax.set_title("the herd: coordination cost per membership change", loc="left", fontsize=10)
+    if len(herd) and float(herd["per_change"].astype(float).max()) > 0:
+        ax.set_yscale("symlog")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "", max_keys: int | None = None) -> dict[str, Any]:
+    """Nested dicts to dotted keys (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``); lists stay.
+
+    A nested dict with more than ``max_keys`` entries (per-member values of a
+    large group) becomes one ``"<n> entries"`` cell instead.
+    """
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            if max_keys is not None and len(v) > max_keys:
+                out[key] = f"{len(v)} entries (metrics.json)"
+            else:
+                out.update(flatten(v, key + ".", max_keys))
+        else:
+            out[key] = v
+    return out
+
+
+def fmt(v: Any) -> str:
+    """A table cell."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:.3g}" if abs(v) < 1 else f"{v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, list | tuple):
+        s = ", ".join(str(x) for x in v[:6])
+        return s + (" ..." if len(v) > 6 else "")
+    return str(v)
+
+
+def metrics_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
+    """Metrics side by side: one row per (flattened) metric, one column per series."""
+    flat = {s: flatten(metrics.get(s, {}), max_keys=12) for s in series}
+    keys: list[str] = []
+    for s in series:
+        keys.extend(k for k in flat[s] if k not in keys)
+    table = pd.DataFrame(
+        {s: [fmt(flat[s].get(k)) for k in keys] for s in series}, index=keys, dtype="object"
+    )
+    table.index.name = "metric"
+    return table
+
+
+def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:
+    """Anomalies per series and kind: rows found, their total count, allowed or not."""
+    cols = ["protocol", "kind", "allowed", "rows", "count", "first_s", "example"]
+    if anom.empty:
+        return pd.DataFrame(columns=cols)
+    out: list[dict[str, Any]] = []
+    for (proto, kind, allowed), g in anom.groupby(
+        ["protocol", "kind", anom["allowed"].fillna(False).astype(bool)], sort=False
+    ):
+        g = g.sort_values("t_start_ms")
+        first = g.iloc[0]
+        where = (
+            f"{first['topic']}:{int(first['partition'])}"
+            if pd.notna(first["topic"]) and pd.notna(first["partition"])
+            else ""
+        )
+        who = "/".join(str(x) for x in (first["member"], first["other_member"]) if pd.notna(x))
+        detail = str(first["detail"]) if pd.notna(first["detail"]) else ""
+        ex = " ".join(x for x in (where, who, detail) if x)
+        cnt = pd.to_numeric(g["count"], errors="coerce").fillna(1).sum()
+        t0 = first["t_start_ms"]
+        out.append(
+            {
+                "protocol": proto,
+                "kind": kind,
+                "allowed": bool(allowed),
+                "rows": len(g),
+                "count": int(cnt),
+                "first_s": round(float(t0) / 1000.0, 3) if pd.notna(t0) else None,
+                "example": ex.strip(),
+            }
+        )
+    order = {s: i for i, s in enumerate(series)}
+    df = pd.DataFrame(out, columns=cols)
+    df["_o"] = df["protocol"].map(lambda p: order.get(p, len(order)))
+    return df.sort_values(["_o", "allowed", "kind"]).drop(columns="_o").reset_index(drop=True)
+
+
+def _md_table(df: pd.DataFrame, index: bool = True) -> str:
+    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in df.iterrows():
+        cells = ([str(idx)] if index else []) + [fmt(v).replace("|", "\\|") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _numeric(v: Any) -> bool:
+    if isinstance(v, str):
+        return bool(v) and v.replace(",", "").replace(".", "", 1).lstrip("-").isdigit()
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _html_table(df: pd.DataFrame, index: bool = True, css: str = "") -> str:
+    head = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    out = [f'<table class="{css}"><thead><tr>']
+    out += [f"<th>{html.escape(h)}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for idx, row in df.iterrows():
+        cls = ""
+        if "allowed" in df.columns and not bool(row["allowed"]):
+            cls = ' class="bad"'
+        out.append(f"<tr{cls}>")
+        if index:
+            out.append(f"<th>{html.escape(str(idx))}</th>")
+        out += [
+            f'<td class="{"num" if _numeric(v) else "txt"}">{html.escape(fmt(v))}</td>' for v in row
+        ]
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def jsonable(v: Any) -> Any:
+    """``v`` with numpy scalars as Python numbers and NaN/inf as ``None`` (strict JSON)."""
+    if isinstance(v, Mapping):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | set | frozenset):
+        return [jsonable(x) for x in v]
+    if hasattr(v, "item") and callable(v.item):
+        v = v.item()
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, str | int | float | bool) or v is None:
+        return v
+    return str(v)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    path.write_bytes(png_bytes(fig))
+
+
+def _manifest_lines(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for m in manifests:
+        sc = m.get("scenario") or {}
+        lines.append(
+            f"run {m.get('run_id', '?')}: scenario {sc.get('name', '?')} "
+            f"({sc.get('description', '')}), seed {m.get('seed', sc.get('seed', '?'))}, "
+            f"{sc.get('duration_s', '?')} emulated s at time scale {sc.get('time_scale', '?')}, "
+            f"status {m.get('status', '?')}, protocols {', '.join(m.get('protocols') or {})}"
+        )
+    return lines
+
+
+def write_report(
+    out_dir: Path,
+    metrics: Mapping[str, Mapping[str, Any]],
+    frames: Mapping[str, Any],
+    manifests: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    data: Mapping[str, Any] | None = None,
+    title: str = "Consumer-group generations compared",
+) -> ReportPaths:
+    """Write the comparison report into ``out_dir``.
+
+    Args:
+        out_dir: the report directory (created; existing report files are replaced).
+        metrics: per series (protocol, or ``run/protocol``), as from
+            :func:`analysis.metrics.compute_metrics`.
+        frames: plot frames by key (:data:`OWNERSHIP`, :data:`THROUGHPUT`,
+            :data:`DURATIONS`, :data:`FAULTS`, :data:`ANOMALIES`, :data:`HERD`);
+            pandas or Spark DataFrames.
+        manifests: the run manifest, or one per run.
+        data: what was read (files, events, truncated files ...), shown in the
+            report and stored in ``metrics.json``.
+        title: the report's heading.
+
+    Returns:
+        The paths written.
+    """
+    out_dir = Path(out_dir)
+    plots_dir = out_dir / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    for old in plots_dir.glob("*.png"):
+        old.unlink()
+    mans: list[Mapping[str, Any]] = (
+        [manifests] if isinstance(manifests, Mapping) else list(manifests)
+    )
+    own = frame(frames, OWNERSHIP)
+    thr = frame(frames, THROUGHPUT)
+    dur = frame(frames, DURATIONS)
+    flt = frame(frames, FAULTS)
+    anom = frame(frames, ANOMALIES)
+    herd = frame(frames, HERD)
+    series = series_order([*metrics.keys(), *own["protocol"].dropna(), *thr["protocol"].dropna()])
+    end_ms = run_span_ms(frames, mans)
+    gap_end = scenario_end_ms(mans) or end_ms
+
+    plots: list[tuple[str, str, Path]] = []  # (id, caption, path)
+
+    def add(name: str, caption: str, fig: Figure) -> None:
+        path = plots_dir / f"{name}.png"
+        _save(fig, path)
+        plots.append((name, caption, path))
+
+    add(
+        "ownership",
+        "Partition ownership over time: one row per partition, coloured by owner; "
+        "red hatched = two owners at once, grey hatched = no owner, dashed = faults "
+        "and membership changes.",
+        plot_ownership(own, flt, series, end_ms, gap_end),
+    )
+    add(
+        "throughput_lag",
+        "Messages processed (solid) and produced (dotted) per time bucket, and the "
+        "consumer lag, per protocol.",
+        plot_throughput(thr, flt, series),
+    )
+    add(
+        "rebalance_durations",
+        "Rebalance durations from trigger to settled, per protocol.",
+        plot_durations(dur, series),
+    )
+    if not herd.empty:
+        add(
+            "herd",
+            "Coordination cost per membership change against group size "
+            "(ZooKeeper operations for the 0.8 consumer, coordinator requests for the others).",
+            plot_herd(herd),
+        )
+
+    table = metrics_table(metrics, series)
+    summary = anomaly_summary(anom, series)
+    windows = double_ownership_windows(own, end_ms)
+    gaps = unowned_gaps(own, 0.0, gap_end)
+    timeline = pd.DataFrame(
+        {
+            "double-ownership windows": [int((windows["protocol"] == s).sum()) for s in series],
+            "double-ownership s": [
+                float(
+                    (
+                        windows[windows["protocol"] == s]["t_end_ms"]
+                        - windows[windows["protocol"] == s]["t_start_ms"]
+                    ).sum()
+                )
+                / 1000.0
+                for s in series
+            ],
+            "unowned partition-s": [
+                float(
+                    (
+                        gaps[gaps["protocol"] == s]["t_end_ms"]
+                        - gaps[gaps["protocol"] == s]["t_start_ms"]
+                    ).sum()
+                )
+                / 1000.0
+                for s in series
+            ],
+        },
+        index=pd.Index(series, name="protocol"),
+    )
+    info = _manifest_lines(mans)
+    data_lines = [f"{k}: {fmt(v)}" for k, v in (data or {}).items()]
+
+    # metrics.json
+    mpath = out_dir / "metrics.json"
+    payload = {
+        "title": title,
+        "series": series,
+        "metrics": {s: metrics.get(s, {}) for s in series},
+        "anomalies": summary.to_dict(orient="records"),
+        "timeline": timeline.reset_index().to_dict(orient="records"),
+        "runs": [
+            {
+                "run_id": m.get("run_id"),
+                "scenario": (m.get("scenario") or {}).get("name"),
+                "seed": m.get("seed"),
+                "status": m.get("status"),
+                "protocols": list(m.get("protocols") or {}),
+            }
+            for m in mans
+        ],
+        "data": dict(data or {}),
+        "plots": [f"plots/{p.name}" for _, _, p in plots],
+    }
+    if not herd.empty:
+        payload["herd"] = herd.to_dict(orient="records")
+    mpath.write_text(json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+
+    # report.md
+    md: list[str] = [f"# {title}", ""]
+    md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
+    md += ["## Metrics", "", _md_table(table), ""]
+    md += ["## Anomalies", ""]
+    if summary.empty:
+        md += ["No anomalies found.", ""]
+    else:
+        md += [
+            "`allowed` says whether the protocol's guarantees permit the anomaly "
+            "(see `analysis.checkers.ALLOWED`).",
+            "",
+            _md_table(summary, index=False),
+            "",
+        ]
+    md += ["## Ownership", "", _md_table(timeline), ""]
+    for name, caption, path in plots:
+        md += [f"## {name.replace('_', ' ')}", "", f"![{name}](plots/{path.name})", "", caption, ""]
+    md_path = out_dir / "report.md"
+    md_path.write_text("\n".join(md))
+
+    # report.html
+    css = (
+        "body{font-family:sans-serif;margin:1.5em;color:#222}"
+        "table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}td.num{text-align:right}"
+        "th:first-child{text-align:left}thead th{background:#f0f0f0}"
+        "tr.bad td{background:#fde0e0}figure{margin:1em 0}"
+        "figure img{max-width:100%;border:1px solid #ddd}"
+        "figcaption{font-size:12px;color:#555}"
+    )
+    h: list[str] = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{css}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1><ul>",
+    ]
+    h += [f"<li>{html.escape(line)}</li>" for line in info + data_lines]
+    h.append("</ul><h2>Metrics</h2>")
+    h.append(_html_table(table, css="metrics"))
+    h.append("<h2>Anomalies</h2>")
+    if summary.empty:
+        h.append("<p>No anomalies found.</p>")
+    else:
+        h.append(
+            "<p>Rows in red are anomalies the protocol does not allow "
+            "(<code>analysis.checkers.ALLOWED</code>).</p>"
+        )
+        h.append(_html_table(summary, index=False, css="anomalies"))
+    h.append("<h2>Ownership</h2>")
+    h.append(_html_table(timeline, css="timeline"))
+    for name, caption, path in plots:
+        b64 = base64.b64encode(path.read_bytes()).decode("ascii")
+        h.append(
+            f'<h2>{html.escape(name.replace("_", " "))}</h2><figure id="plot-{name}">'
+            f'<img class="plot" alt="{html.escape(name)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+    h.append("</body></html>")
+    html_path = out_dir / "report.html"
+    html_path.write_text("\n".join(h))
+    return ReportPaths(out_dir, md_path, html_path, mpath, [p for _, _, p in plots])

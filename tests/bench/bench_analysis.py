@@ -1,0 +1,576 @@
+#!/usr/bin/env python
+"""Benchmark: loading and analysing 1, 10 and 30 million events with Spark.
+
+What it measures, per size (millions of events):
+
+1. **generate**: a synthetic run directory in the real log format: the record
+   layout of :class:`emulator.eventlog.EventWriter` (same key order, envelope,
+   ``seq`` per file, ``None`` fields left out), packed with ``msgpack`` directly
+   (EventWriter's per-event bookkeeping would dominate at 30 M). Four
+   protocols, each with an orchestrator, 3 brokers, 1 producer and 4 consumer
+   hosts (8 members on 32 partitions); data batches of 10 offsets produced and
+   then processed by the partition's owner; a rebalance every 50 batches per
+   partition (legacy: trigger/attempt/release/claim/commit/complete; modern:
+   revoked/assigned with partition lists and commits). Not timed in the ratio.
+2. **plan**: :func:`analysis.datasource.load_events`' driver walk
+   (``msgpack.Unpacker.skip`` + ``tell`` per record: boundaries, counts, tails).
+3. **data source scan**: the loaded DataFrame written to Spark's ``noop`` sink,
+   which materialises every column of every row (``count()`` would too, since a
+   Python data source cannot prune, but ``noop`` is the same for Parquet).
+4. **Parquet**: the same rows written to Parquet (not in the ratio), then the
+   Parquet files scanned into the ``noop`` sink. **ratio** = data source scan
+   time / Parquet scan time.
+5. **where the time goes** inside one data-source task, outside Spark on one
+   core, for one 64 MiB segment: msgpack decoding alone, decoding + building
+   the column lists, + Arrow arrays (= ``read_segment``); the rest of the
+   Spark scan time is Arrow transfer to the JVM and task overhead.
+6. **compare**: :func:`analysis.compare.compare` on the run (checkers,
+   metrics, plot frames, report), timed per step from its progress lines,
+   when ``analysis.compare`` and everything it needs import; otherwise the
+   checkers (``analysis.checkers.run_checkers``) and metrics
+   (``analysis.metrics.compute_metrics``) that exist; otherwise nothing
+   (the JSON says which).
+
+Spark runs ``local[2]`` (this machine has 2 cores) with ``--driver-memory``.
+
+Results: a table on stdout and ``tests/bench/results/analysis.json`` (written
+after each size).
+
+Usage::
+
+    .venv/bin/python tests/bench/bench_analysis.py                 # 1, 10, 30 M
+    .venv/bin/python tests/bench/bench_analysis.py --sizes 1       # quick
+    .venv/bin/python tests/bench/bench_analysis.py --sizes 1,10 --no-compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+TOPIC = "events"
+PARTITIONS = 32
+MEMBERS = 8
+HOSTS = 4
+BATCH = 10  # offsets per produced/processed batch
+EPOCH_BATCHES = 50  # batches per partition between rebalances
+GROUP = "bench-group"
+RUN_ID = "bench-analysis"
+
+
+class _Files:
+    """Per-file buffered writers with their own ``seq`` (as one EventWriter per actor)."""
+
+    def __init__(self, events_dir: Path, protocol: str) -> None:
+        self.dir = events_dir
+        self.protocol = protocol
+        self.packer = msgpack.Packer(use_bin_type=True)
+        self.bufs: dict[str, list[bytes]] = {}
+        self.seqs: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
+        self.total = 0
+        events_dir.mkdir(parents=True, exist_ok=True)
+
+    def emit(self, actor: str, kind: str, t: float, **fields: object) -> None:
+        seq = self.seqs.get(actor, 0)
+        self.seqs[actor] = seq + 1
+        ev: dict[str, object] = {
+            "v": 1,
+            "seq": seq,
+            "kind": kind,
+            "t_emu_ms": t,
+            "ts_wall": 1.8e9 + t / 1000.0,
+            "ts_mono": 1000.0 + t / 1000.0,
+            "run_id": RUN_ID,
+            "node": "bench-node",
+            "actor": actor,
+            "protocol": self.protocol,
+        }
+        ev.update(fields)
+        rec = self.packer.pack(ev)
+        buf = self.bufs.setdefault(actor, [])
+        buf.append(rec)
+        self.sizes[actor] = self.sizes.get(actor, 0) + len(rec)
+        self.total += 1
+        if self.sizes[actor] >= 4 << 20:
+            self.flush(actor)
+
+    def flush(self, actor: str) -> None:
+        with open(self.dir / f"{actor}.msgpack", "ab") as f:
+            f.write(b"".join(self.bufs.get(actor, [])))
+        self.bufs[actor] = []
+        self.sizes[actor] = 0
+
+    def close(self) -> None:
+        for actor in list(self.bufs):
+            self.flush(actor)
+
+
+def _owners(epoch: int) -> dict[int, int]:
+    """Partition -> member index in an epoch (the assignment rotates every rebalance)."""
+    return {p: (p + epoch) % MEMBERS for p in range(PARTITIONS)}
+
+
+def _host(m: int) -> str:
+    return f"host-{m % HOSTS}"
+
+
+def _pstr(parts: list[int]) -> str:
+    return ",".join(f"{TOPIC}:{p}" for p in sorted(parts))
+
+
+def generate_protocol(out: str, protocol: str, n_events: int) -> int:
+    """Write one protocol's logs of about ``n_events`` events; returns the exact count."""
+    fs = _Files(Path(out) / protocol / "events", protocol)
+    legacy = protocol == "zookeeper"
+    t = 0.0
+    fs.emit("orchestrator", "run_started", t, detail='{"scenario": "bench"}')
+    for b in range(3):
+        fs.emit(f"broker-{b}", "broker_started", t, broker=b, count=PARTITIONS)
+    for m in range(MEMBERS):
+        fs.emit(_host(m), "consumer_started", t, group=GROUP, member=f"c-{m}")
+    next_off = [0] * PARTITIONS
+    committed = [0] * PARTITIONS
+    epoch = 0
+    prev: dict[int, int] = {}
+    while fs.total < n_events:
+        owners = _owners(epoch)
+        t += 5.0
+        # the rebalance
+        for m in range(MEMBERS):
+            member = f"c-{m}"
+            mine_old = [p for p, o in prev.items() if o == m]
+            mine_new = [p for p, o in owners.items() if o == m]
+            h = _host(m)
+            common: dict[str, object] = {"group": GROUP, "member": member}
+            if legacy:
+                fs.emit(h, "rebalance_triggered", t, reason="ids_changed", **common)
+                fs.emit(h, "rebalance_started", t, count=1, **common)
+                fs.emit(h, "attempt_started", t, attempt=0, **common)
+                for p in mine_old:
+                    fs.emit(
+                        h,
+                        "offsets_committed",
+                        t,
+                        topic=TOPIC,
+                        partition=p,
+                        offset_end=committed[p],
+                        **common,
+                    )
+                    fs.emit(
+                        h,
+                        "ownership_released",
+                        t + 1,
+                        topic=TOPIC,
+                        partition=p,
+                        reason="release",
+                        **common,
+                    )
+                for p in mine_new:
+                    fs.emit(
+                        h,
+                        "ownership_claimed",
+                        t + 2,
+                        topic=TOPIC,
+                        partition=p,
+                        thread_id=f"{member}-0",
+                        attempt=0,
+                        **common,
+                    )
+                fs.emit(
+                    h,
+                    "attempt_finished",
+                    t + 2,
+                    attempt=0,
+                    reason="ok",
+                    zk_reads=20,
+                    zk_writes=5,
+                    **common,
+                )
+                fs.emit(
+                    h,
+                    "rebalance_completed",
+                    t + 3,
+                    attempt=0,
+                    count=len(mine_new),
+                    partitions=_pstr(mine_new),
+                    **common,
+                )
+            else:
+                if mine_old:
+                    for p in mine_old:
+                        fs.emit(
+                            h,
+                            "offsets_committed",
+                            t,
+                            topic=TOPIC,
+                            partition=p,
+                            offset_end=committed[p],
+                            **common,
+                        )
+                    fs.emit(
+                        h,
+                        "partitions_revoked",
+                        t + 1,
+                        partitions=_pstr(mine_old),
+                        generation=epoch,
+                        count=len(mine_old),
+                        **common,
+                    )
+                fs.emit(
+                    h,
+                    "partitions_assigned",
+                    t + 2,
+                    partitions=_pstr(mine_new),
+                    generation=epoch + 1,
+                    count=len(mine_new),
+                    **common,
+                )
+        t += 5.0
+        # the data path: produce, then the owner processes
+        for _ in range(EPOCH_BATCHES):
+            t += 1.0
+            for p in range(PARTITIONS):
+                o = next_off[p]
+                fs.emit(
+                    "producer-0",
+                    "produced",
+                    t,
+                    topic=TOPIC,
+                    partition=p,
+                    offset_start=o,
+                    offset_end=o + BATCH,
+                    broker=p % 3,
+                )
+                m = owners[p]
+                fs.emit(
+                    _host(m),
+                    "processed",
+                    t + 0.5,
+                    group=GROUP,
+                    member=f"c-{m}",
+                    topic=TOPIC,
+                    partition=p,
+                    offset_start=o,
+                    offset_end=o + BATCH,
+                    thread_id=f"c-{m}-0",
+                    duration_ms=0.5,
+                )
+                next_off[p] = o + BATCH
+                committed[p] = o + BATCH
+            if fs.total >= n_events:
+                break
+        prev = owners
+        epoch += 1
+    fs.emit("orchestrator", "run_finished", t + 10)
+    for b in range(3):
+        fs.emit(f"broker-{b}", "broker_stopped", t + 10, broker=b)
+    fs.close()
+    return fs.total
+
+
+def generate(out: Path, n_events: int, workers: int = 2) -> int:
+    """A run directory of about ``n_events`` events over the four protocols."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    per = n_events // len(PROTOCOLS)
+    with ProcessPoolExecutor(workers) as pool:
+        counts = list(pool.map(generate_protocol, [str(out)] * 4, PROTOCOLS, [per] * 4))
+    manifest = {
+        "run_id": RUN_ID,
+        "status": "completed",
+        "scenario": {"name": "bench", "group": {"consumers": MEMBERS, "id": GROUP}},
+        "protocols": {p: {"status": "completed", "events_dir": f"{p}/events"} for p in PROTOCOLS},
+        "event_log_layout": "<protocol>/events/*.msgpack",
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return sum(counts)
+
+
+def _du(path: Path, pattern: str) -> int:
+    return sum(f.stat().st_size for f in path.rglob(pattern) if f.is_file())
+
+
+def where_time_goes(run: Path) -> dict[str, Any]:
+    """One 64 MiB segment decoded on one core outside Spark, step by step."""
+    from analysis.datasource import DEFAULT_SEGMENT_BYTES, plan_file, read_segment
+    from analysis.schema import column_names
+
+    biggest = max(run.rglob("*.msgpack"), key=lambda f: f.stat().st_size)
+    plan = plan_file(biggest, biggest.name, DEFAULT_SEGMENT_BYTES)
+    seg = plan.segments[0]
+    names = column_names()[:-1]
+
+    def unpack_only() -> None:
+        with open(seg.path, "rb") as f:
+            f.seek(seg.start)
+            u = msgpack.Unpacker(f, raw=False, read_size=1 << 20)
+            for _ in range(seg.records):
+                u.unpack()
+
+    def to_lists() -> None:
+        with open(seg.path, "rb") as f:
+            f.seek(seg.start)
+            u = msgpack.Unpacker(f, raw=False, read_size=1 << 20)
+            left = seg.records
+            while left:
+                n = min(16384, left)
+                cols: dict[str, list[Any]] = {k: [None] * n for k in names}
+                for i in range(n):
+                    for k, v in u.unpack().items():
+                        cols[k][i] = v
+                left -= n
+
+    def full() -> None:
+        for _ in read_segment(seg):
+            pass
+
+    out: dict[str, Any] = {
+        "file": biggest.name,
+        "segment_records": seg.records,
+        "segment_bytes": seg.end - seg.start,
+    }
+    for name, fn in (("unpack", unpack_only), ("unpack+columns", to_lists), ("read_segment", full)):
+        fn()  # warm the page cache and the interpreter
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out[f"{name}_s"] = round(dt, 3)
+        out[f"{name}_cpu_s"] = round(cpu, 3)
+        out[f"{name}_rows_per_cpu_s"] = round(seg.records / cpu)
+    return out
+
+
+def _spark(driver_memory: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.parquet.compression.codec", "snappy")
+        .getOrCreate()
+    )
+    from analysis.spark import get_spark
+
+    return get_spark("local[2]", app_name="bench-analysis")
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    r = fn()
+    return r, time.perf_counter() - t0
+
+
+def run_compare(spark: Any, run: Path, out: Path) -> dict[str, Any]:
+    """compare() on the run, per-step times from its progress lines; or what exists."""
+    try:
+        compare_mod = importlib.import_module("analysis.compare")
+        importlib.import_module("analysis.metrics")
+        importlib.import_module("analysis.checkers")
+        importlib.import_module("analysis.report")
+    except ImportError as exc:
+        return _run_parts(spark, run, f"analysis.compare unavailable ({exc})")
+    steps: list[tuple[float, str]] = []
+    t0 = time.perf_counter()
+
+    def progress(line: str) -> None:
+        steps.append((time.perf_counter() - t0, line))
+        print(f"  [{time.perf_counter() - t0:8.1f}s] {line}", flush=True)
+
+    try:
+        compare_mod.compare([run], out_dir=out, progress=progress, spark=spark)
+    except Exception as exc:  # report what broke; the scan numbers still stand
+        return {
+            "what": "analysis.compare.compare",
+            "error": f"{type(exc).__name__}: {exc}"[:500],
+            "steps": _steps(steps, time.perf_counter() - t0),
+        }
+    total = time.perf_counter() - t0
+    return {
+        "what": "analysis.compare.compare",
+        "total_s": round(total, 2),
+        "steps": _steps(steps, total),
+    }
+
+
+_HEARTBEAT = re.compile(r" \.\.\. \(\d+ s\b")
+
+
+def _steps(steps: list[tuple[float, str]], total: float) -> list[dict[str, Any]]:
+    """Progress lines as steps with durations; compare's heartbeat lines are not steps."""
+    steps = [(t, line) for t, line in steps if not _HEARTBEAT.search(line)]
+    out = []
+    for i, (t, line) in enumerate(steps):
+        end = steps[i + 1][0] if i + 1 < len(steps) else total
+        out.append({"step": line[:160], "start_s": round(t, 2), "duration_s": round(end - t, 2)})
+    return out
+
+
+def _run_parts(spark: Any, run: Path, why: str) -> dict[str, Any]:
+    from analysis.datasource import load_events
+
+    res: dict[str, Any] = {"what": "parts", "why": why}
+    events = load_events(spark, run).events.cache()
+    _, res["load_and_cache_s"] = _timed(events.count)
+    try:
+        checkers = importlib.import_module("analysis.checkers")
+        _, res["run_checkers_s"] = _timed(lambda: checkers.run_checkers(events).count())
+    except ImportError as exc:
+        res["run_checkers"] = f"unavailable ({exc})"
+    try:
+        metrics = importlib.import_module("analysis.metrics")
+        _, res["compute_metrics_s"] = _timed(lambda: metrics.compute_metrics(events))
+    except ImportError as exc:
+        res["compute_metrics"] = f"unavailable ({exc})"
+    events.unpersist()
+    return res
+
+
+def bench_size(spark: Any, millions: float, root: Path, do_compare: bool) -> dict[str, Any]:
+    from analysis.datasource import load_events
+
+    n = int(millions * 1_000_000)
+    run = root / f"run-{millions:g}M"
+    print(f"== {millions:g} M events: generating {run}", flush=True)
+    written, gen_s = _timed(lambda: generate(run, n))
+    r: dict[str, Any] = {
+        "millions": millions,
+        "events": written,
+        "generate_s": round(gen_s, 1),
+        "msgpack_bytes": _du(run, "*.msgpack"),
+    }
+    r["files"] = len(list(run.rglob("*.msgpack")))
+    r["loadavg_before_scan"] = [round(x, 1) for x in os.getloadavg()]
+    print(f"  {written:,} events, {r['msgpack_bytes'] / 1e9:.2f} GB in {gen_s:.1f}s", flush=True)
+
+    loaded, load_s = _timed(lambda: load_events(spark, run))
+    r.update(
+        plan_s=round(loaded.plan_s, 2),
+        load_events_s=round(load_s, 2),
+        segments=loaded.segments,
+        planned_records=loaded.records,
+    )
+    _, scan_s = _timed(lambda: loaded.events.write.format("noop").mode("overwrite").save())
+    r["ds_scan_s"] = round(scan_s, 2)
+    r["ds_load_scan_s"] = round(load_s + scan_s, 2)
+    r["ds_rows_per_s"] = round(written / (load_s + scan_s))
+    print(
+        f"  data source: plan {loaded.plan_s:.1f}s, scan {scan_s:.1f}s, "
+        f"{r['ds_rows_per_s']:,} rows/s",
+        flush=True,
+    )
+    count, _ = _timed(lambda: loaded.events.count())
+    r["ds_count_ok"] = count == written
+
+    pq = root / f"parquet-{millions:g}M"
+    shutil.rmtree(pq, ignore_errors=True)
+    _, write_s = _timed(lambda: loaded.events.write.parquet(str(pq)))
+    r["parquet_write_s"] = round(write_s, 2)
+    r["parquet_bytes"] = _du(pq, "*.parquet")
+    _, pq_s = _timed(
+        lambda: spark.read.parquet(str(pq)).write.format("noop").mode("overwrite").save()
+    )
+    r["parquet_scan_s"] = round(pq_s, 2)
+    r["loadavg_after_scans"] = [round(x, 1) for x in os.getloadavg()]
+    r["parquet_rows_per_s"] = round(written / pq_s)
+    r["ratio_ds_over_parquet"] = round((load_s + scan_s) / pq_s, 2)
+    print(
+        f"  parquet: scan {pq_s:.1f}s, {r['parquet_rows_per_s']:,} rows/s; "
+        f"ratio {r['ratio_ds_over_parquet']}x",
+        flush=True,
+    )
+    shutil.rmtree(pq, ignore_errors=True)
+
+    gc.collect()
+    r["one_core_segment"] = where_time_goes(run)
+    print(f"  one core, one segment: {r['one_core_segment']}", flush=True)
+    if do_compare:
+        r["compare"] = run_compare(spark, run, root / f"report-{millions:g}M")
+        if "total_s" in r["compare"]:
+            r["compare"]["rows_per_s"] = round(written / r["compare"]["total_s"])
+        print(f"  compare: {json.dumps(r['compare'])[:600]}", flush=True)
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--sizes", default="1,10,30", help="millions of events, comma separated")
+    ap.add_argument("--dir", default="/tmp/rebalance-bench-analysis", help="scratch directory")
+    ap.add_argument("--out", default="tests/bench/results/analysis.json")
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--no-compare", action="store_true")
+    ap.add_argument(
+        "--compare-max", type=float, default=30.0, help="run compare only up to this many millions"
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the generated runs")
+    ap.add_argument(
+        "--append", action="store_true", help="add to the results already in --out (by size)"
+    )
+    args = ap.parse_args(argv)
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    spark, start_s = _timed(lambda: _spark(args.driver_memory))
+    doc: dict[str, Any] = {
+        "benchmark": "analysis",
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "spark": {
+            "master": "local[2]",
+            "version": spark.version,
+            "driver_memory": args.driver_memory,
+            "session_start_s": round(start_s, 1),
+        },
+        "results": [],
+    }
+    out = Path(args.out)
+    if args.append and out.is_file():
+        doc["results"] = json.loads(out.read_text()).get("results", [])
+    for s in args.sizes.split(","):
+        do_compare = not args.no_compare and float(s) <= args.compare_max
+        res = bench_size(spark, float(s), root, do_compare)
+        doc["results"] = [r for r in doc["results"] if r["millions"] != res["millions"]] + [res]
+        doc["results"].sort(key=lambda r: r["millions"])
+        doc["elapsed_s"] = round(time.time() - t0, 1)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+        if not args.keep:
+            shutil.rmtree(root / f"run-{float(s):g}M", ignore_errors=True)
+    print(
+        f"{'M':>5} {'events':>12} {'plan s':>7} {'ds scan s':>9} {'ds rows/s':>10} "
+        f"{'pq scan s':>9} {'pq rows/s':>10} {'ratio':>6} {'compare s':>9}"
+    )
+    for r in doc["results"]:
+        cmp_s = r.get("compare", {}).get("total_s", "-")
+        print(
+            f"{r['millions']:>5g} {r['events']:>12,} {r['plan_s']:>7} {r['ds_scan_s']:>9} "
+            f"{r['ds_rows_per_s']:>10,} {r['parquet_scan_s']:>9} {r['parquet_rows_per_s']:>10,} "
+            f"{r['ratio_ds_over_parquet']:>6} {cmp_s:>9}"
+        )
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
