@@ -163,29 +163,28 @@ def iter_events(path: str | Path, stats: ReadStats | None = None) -> Iterator[Ev
         CorruptEventLog: bytes that do not decode to a map, named by byte offset.
     """
     p = str(path)
-    with open(p, "rb") as f:
-        data = f.read()
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
-    unpacker.feed(data)
+    size = os.path.getsize(p)
     offset = 0
-    while True:
-        try:
-            obj = unpacker.unpack()
-        except msgpack.OutOfData:
-            tail = len(data) - offset
+    with open(p, "rb") as f:
+        # Streamed from the file: a log of any size is read in bounded memory.
+        unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=1 << 20)
+        while offset < size:
+            try:
+                obj = unpacker.unpack()
+            except msgpack.OutOfData:
+                if stats is not None:
+                    stats.truncated_tail_bytes += size - offset
+                break
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+                raise CorruptEventLog(p, offset, str(exc) or type(exc).__name__) from None
+            if not isinstance(obj, dict) or "kind" not in obj:
+                raise CorruptEventLog(
+                    p, offset, f"record is a {type(obj).__name__}, not an event map"
+                )
+            offset = unpacker.tell()
             if stats is not None:
-                stats.truncated_tail_bytes += tail
-            break
-        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
-            raise CorruptEventLog(p, offset, str(exc) or type(exc).__name__) from None
-        if not isinstance(obj, dict) or "kind" not in obj:
-            raise CorruptEventLog(p, offset, f"record is a {type(obj).__name__}, not an event map")
-        offset = unpacker.tell()
-        if stats is not None:
-            stats.records += 1
-        yield obj
-        if offset >= len(data):
-            break
+                stats.records += 1
+            yield obj
     if stats is not None:
         stats.files.append(p)
 
