@@ -1,0 +1,378 @@
+"""What each protocol cost, per protocol, from its events (Spark).
+
+:func:`compute_metrics` returns a JSON-able dict keyed by protocol; the plot
+frames (:func:`ownership_intervals`, :func:`throughput_lag`,
+:func:`rebalance_durations`, :func:`fault_marks`) are small DataFrames a
+report can ``toPandas()``. Only small per-protocol aggregates are collected.
+
+Definitions (the event log is the record; times are emulated ms):
+
+* ``rebalances``: ``rebalance_started`` events, as :mod:`emulator.summary`
+  counts them (a legacy consumer's ``syncedRebalance`` runs; a modern
+  member's join rounds plus the coordinator's); ``group_rebalances``: times the
+  group went from settled to rebalancing (see below).
+* a group is *settled* when no live member is mid-rebalance on its side (a new
+  member until its first rebalance ends, or from ``rebalance_triggered`` /
+  ``rebalance_started`` to ``rebalance_completed`` / ``rebalance_failed``) and
+  the coordinator's group state, if any, is Stable, Empty or Dead.
+  ``rebalance_ms``: the length of each unsettled span, trigger to settled.
+* ``stop_the_world_partition_s``: partition-seconds with no owner while at
+  least one live consumer exists.
+* ``pause_ms``: per member, time it was live, owned nothing, while the group
+  was unsettled (an eager member from its revoke to its next assignment).
+* ``zk_*``: ZooKeeper reads and writes of the legacy rebalance attempts and
+  watch notifications, also per membership change (consumer started, stopped
+  or crashed): the herd effect.
+* ``coordinator_requests``: group operations the coordinator logged (members
+  joined and removed, state changes, target assignments); the event log holds
+  no per-request record, so this counts what changed, not every heartbeat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.checkers import (
+    ANOMALY_KINDS,
+    DOUBLE_OWNERSHIP,
+    DOUBLE_PROCESSING,
+    DUPLICATE,
+    LOSS,
+    SharedFrames,
+    _islands,
+    group_timeline,
+    member_timeline,
+    ownership_intervals_all,
+    run_checkers,
+)
+from emulator.events import EventKind as K
+
+_COORDINATOR_KINDS = (
+    K.MEMBER_JOINED.value,
+    K.MEMBER_REMOVED.value,
+    K.GROUP_STATE_CHANGED.value,
+    K.TARGET_ASSIGNMENT.value,
+)
+
+
+# ------------------------------------------------------------- plot frames
+
+
+def ownership_intervals(events: DataFrame, shared: SharedFrames | None = None) -> DataFrame:
+    """``protocol, topic, partition, member, t_start_ms, t_end_ms, group``: who owned what when.
+
+    ``shared``: the checkers' intermediate frames, when already computed.
+    """
+    iv = shared.intervals if shared is not None else ownership_intervals_all(events)
+    return iv.select(
+        "protocol",
+        "topic",
+        "partition",
+        "member",
+        F.col("s").alias("t_start_ms"),
+        F.col("e").alias("t_end_ms"),
+        "group",
+    )
+
+
+def throughput_lag(events: DataFrame, bucket_ms: float = 1000.0) -> DataFrame:
+    """``protocol, t_ms, produced, processed, lag`` per time bucket.
+
+    ``produced`` / ``processed``: messages in the bucket (processing counted each
+    time); ``lag``: produced so far minus processed so far, at least 0.
+    """
+    r = events.where(F.col("kind").isin(K.PRODUCED.value, K.PROCESSED.value)).select(
+        "protocol",
+        (F.floor(F.col("t_emu_ms") / bucket_ms) * bucket_ms).cast("double").alias("t_ms"),
+        F.when(F.col("kind") == K.PRODUCED.value, F.col("offset_end") - F.col("offset_start"))
+        .otherwise(0)
+        .alias("p"),
+        F.when(F.col("kind") == K.PROCESSED.value, F.col("offset_end") - F.col("offset_start"))
+        .otherwise(0)
+        .alias("q"),
+    )
+    b = r.groupBy("protocol", "t_ms").agg(
+        F.sum("p").cast("long").alias("produced"), F.sum("q").cast("long").alias("processed")
+    )
+    w = (
+        Window.partitionBy("protocol")
+        .orderBy("t_ms")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    lag = F.sum("produced").over(w) - F.sum("processed").over(w)
+    return b.select(
+        "protocol",
+        "t_ms",
+        "produced",
+        "processed",
+        F.greatest(lag, F.lit(0)).cast("long").alias("lag"),
+    )
+
+
+def _unsettled_spans(
+    events: DataFrame, intervals: DataFrame, timeline: DataFrame | None = None
+) -> DataFrame:
+    gt = timeline if timeline is not None else group_timeline(events, intervals)
+    spans = gt.select(
+        "protocol",
+        "group",
+        F.col("t").alias("s"),
+        F.col("t_next").alias("e"),
+        "reb",
+        "coord_busy",
+    )
+    return _islands(
+        spans, ["protocol", "group"], (F.col("reb") > 0) | (F.col("coord_busy") > 0)
+    ).where(F.col("e") > F.col("s"))
+
+
+def rebalance_durations(
+    events: DataFrame, intervals: DataFrame | None = None, shared: SharedFrames | None = None
+) -> DataFrame:
+    """``protocol, t_ms, duration_ms``: each group rebalance, trigger to settled.
+
+    ``shared``: the checkers' intermediate frames, when already computed.
+    """
+    if shared is not None:
+        u = _unsettled_spans(events, shared.intervals, shared.timeline)
+    else:
+        iv = intervals if intervals is not None else ownership_intervals_all(events)
+        u = _unsettled_spans(events, iv)
+    return u.select(
+        "protocol",
+        F.col("s").alias("t_ms"),
+        (F.col("e") - F.col("s")).alias("duration_ms"),
+    )
+
+
+def fault_marks(events: DataFrame) -> DataFrame:
+    """``protocol, t_ms, reason, member``: faults, their end, crashes and session expiries."""
+    kinds = (
+        K.FAULT_INJECTED.value,
+        K.FAULT_CLEARED.value,
+        K.CONSUMER_CRASHED.value,
+        K.BROKER_CRASHED.value,
+        K.ZK_SESSION_EXPIRED.value,
+    )
+    ev = events.where(F.col("kind").isin(*kinds))
+    reason = (
+        F.when(F.col("kind") == K.FAULT_INJECTED.value, F.col("reason"))
+        .when(F.col("kind") == K.FAULT_CLEARED.value, F.concat(F.col("reason"), F.lit(" cleared")))
+        .otherwise(F.col("kind"))
+    )
+    who = F.coalesce(
+        F.col("member"),
+        F.when(F.col("broker").isNotNull(), F.concat(F.lit("broker-"), F.col("broker"))),
+    )
+    return ev.select(
+        "protocol", F.col("t_emu_ms").alias("t_ms"), reason.alias("reason"), who.alias("member")
+    )
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Any:
+    return F.greatest(
+        F.least(F.col(a_e), F.col(b_e)) - F.greatest(F.col(a_s), F.col(b_s)), F.lit(0.0)
+    )
+
+
+def compute_metrics(
+    events: DataFrame, anomalies: DataFrame | None = None, shared: SharedFrames | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every metric, per protocol (see the module docstring for definitions).
+
+    Args:
+        events: the event table (:func:`analysis.schema.spark_schema`).
+        anomalies: :func:`analysis.checkers.run_checkers`'s result, if already computed.
+        shared: the checkers' intermediate frames (:class:`analysis.checkers.SharedFrames`
+            of ``events``), to reuse those ``run_checkers`` already materialized.
+
+    Returns:
+        ``{protocol: {metric: value}}``, JSON-able.
+    """
+    sh = shared if shared is not None else SharedFrames(events)
+    an = anomalies if anomalies is not None else run_checkers(events, sh)
+    iv = sh.intervals
+    gt = sh.timeline
+    kind = F.col("kind")
+
+    def n(k: K) -> Any:
+        return F.sum(F.when(kind == k.value, 1).otherwise(0)).cast("long").alias(k.value)
+
+    size = F.col("offset_end") - F.col("offset_start")
+    base = events.groupBy("protocol").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.sum(F.when(kind == K.PRODUCED.value, size).otherwise(0)).cast("long").alias("produced"),
+        F.sum(F.when(kind == K.PROCESSED.value, size).otherwise(0)).cast("long").alias("processed"),
+        n(K.REBALANCE_STARTED),
+        n(K.ATTEMPT_STARTED),
+        n(K.CLAIM_CONFLICT),
+        n(K.REBALANCE_BACKOFF),
+        n(K.REBALANCE_FAILED),
+        n(K.REQUEST_ERROR),
+        n(K.COMMIT_FAILED),
+        F.sum(F.when(kind.isin(*_COORDINATOR_KINDS), 1).otherwise(0))
+        .cast("long")
+        .alias("coordinator_requests"),
+        F.sum(
+            F.when(
+                kind.isin(
+                    K.CONSUMER_STARTED.value, K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value
+                ),
+                1,
+            ).otherwise(0)
+        )
+        .cast("long")
+        .alias("membership_changes"),
+        F.coalesce(F.sum("zk_reads"), F.lit(0)).cast("long").alias("zk_reads"),
+        F.coalesce(F.sum("zk_writes"), F.lit(0)).cast("long").alias("zk_writes"),
+        F.coalesce(F.sum("zk_watches"), F.lit(0)).cast("long").alias("zk_watches"),
+        F.min("t_emu_ms").alias("t_first"),
+        F.max("t_emu_ms").alias("t_last"),
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for r in base.collect():
+        d = r.asDict()
+        p = str(d["protocol"])
+        changes = int(d["membership_changes"])
+        zk_ops = int(d["zk_reads"]) + int(d["zk_writes"])
+        out[p] = {
+            "events": int(d["events"]),
+            "duration_ms": float((d["t_last"] or 0.0) - (d["t_first"] or 0.0)),
+            "produced": int(d["produced"]),
+            "processed": int(d["processed"]),
+            "duplicates": 0,
+            "loss": 0,
+            "rebalances": int(d[K.REBALANCE_STARTED.value]),
+            "group_rebalances": 0,
+            "attempts": int(d[K.ATTEMPT_STARTED.value]),
+            "conflicts": int(d[K.CLAIM_CONFLICT.value]),
+            "retries": int(d[K.REBALANCE_BACKOFF.value]),
+            "gave_up": int(d[K.REBALANCE_FAILED.value]),
+            "request_errors": int(d[K.REQUEST_ERROR.value]),
+            "commit_failures": int(d[K.COMMIT_FAILED.value]),
+            "coordinator_requests": int(d["coordinator_requests"]),
+            "membership_changes": changes,
+            "zk_reads": int(d["zk_reads"]),
+            "zk_writes": int(d["zk_writes"]),
+            "zk_watches": int(d["zk_watches"]),
+            "zk_ops_per_change": (zk_ops / changes) if changes else 0.0,
+            "zk_watches_per_change": (int(d["zk_watches"]) / changes) if changes else 0.0,
+            "rebalance_ms": {"count": 0, "p50": 0.0, "p99": 0.0, "max": 0.0},
+            "stop_the_world_partition_s": 0.0,
+            "pause_ms": {},
+            "pause_ms_total": 0.0,
+            "pause_ms_max": 0.0,
+            "double_ownership": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
+            "double_processing": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
+            "anomalies": {k: 0 for k in ANOMALY_KINDS},
+            "anomalies_not_allowed": 0,
+        }
+
+    # Anomaly-derived numbers (one small aggregate).
+    dur = F.col("t_end_ms") - F.col("t_start_ms")
+    agg = an.groupBy("protocol", "kind").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum("count"), F.lit(0)).cast("long").alias("n"),
+        F.coalesce(F.sum(dur), F.lit(0.0)).alias("total"),
+        F.coalesce(F.max(dur), F.lit(0.0)).alias("longest"),
+        F.sum(F.when(~F.col("allowed"), 1).otherwise(0)).cast("long").alias("bad"),
+    )
+    for r in agg.collect():
+        m = out.get(str(r["protocol"]))
+        if m is None:
+            continue
+        k = str(r["kind"])
+        m["anomalies"][k] = int(r["rows"])
+        m["anomalies_not_allowed"] += int(r["bad"])
+        if k == DUPLICATE:
+            m["duplicates"] = int(r["n"])
+        elif k == LOSS:
+            m["loss"] = int(r["n"])
+        elif k in (DOUBLE_OWNERSHIP, DOUBLE_PROCESSING):
+            m[k] = {
+                "count": int(r["rows"]),
+                "total_ms": float(r["total"]),
+                "longest_ms": float(r["longest"]),
+            }
+
+    # Rebalance durations, trigger to settled.
+    uns_all = _unsettled_spans(events, iv, gt).localCheckpoint()
+    rd = uns_all.select(
+        "protocol", F.col("s").alias("t_ms"), (F.col("e") - F.col("s")).alias("duration_ms")
+    )
+    stats = rd.groupBy("protocol").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.expr("percentile(duration_ms, 0.5)").alias("p50"),
+        F.expr("percentile(duration_ms, 0.99)").alias("p99"),
+        F.max("duration_ms").alias("max"),
+    )
+    for r in stats.collect():
+        m = out.get(str(r["protocol"]))
+        if m is not None:
+            m["group_rebalances"] = int(r["count"])
+            m["rebalance_ms"] = {
+                "count": int(r["count"]),
+                "p50": float(r["p50"]),
+                "p99": float(r["p99"]),
+                "max": float(r["max"]),
+            }
+
+    # Stop-the-world: unowned partition time while any consumer is live.
+    live = _islands(
+        gt.select("protocol", "group", F.col("t").alias("s"), F.col("t_next").alias("e"), "live"),
+        ["protocol", "group"],
+        F.col("live") > 0,
+    ).select("protocol", "group", F.col("s").alias("ls"), F.col("e").alias("le"))
+    gaps = sh.gaps
+    stw = (
+        gaps.join(live, ["protocol", "group"])
+        .select("protocol", _overlap("s", "e", "ls", "le").alias("ms"))
+        .groupBy("protocol")
+        .agg(F.sum("ms").alias("ms"))
+    )
+    for r in stw.collect():
+        m = out.get(str(r["protocol"]))
+        if m is not None:
+            m["stop_the_world_partition_s"] = float(r["ms"] or 0.0) / 1000.0
+
+    # Per-member pause: live, owning nothing, while the group is unsettled.
+    mt = member_timeline(sh.control, iv)
+    wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
+    bounds = sh.bounds
+    mspans = (
+        mt.withColumn("e", F.lead("t").over(wm))
+        .join(F.broadcast(bounds), "protocol")
+        .select(
+            "protocol",
+            "group",
+            "member",
+            F.col("t").alias("s"),
+            F.coalesce(F.col("e"), F.col("t_last")).alias("e"),
+            "alive",
+            "owned",
+        )
+        .where((F.col("alive") == 1) & (F.col("owned") <= 0) & (F.col("e") > F.col("s")))
+    )
+    uns = uns_all.select("protocol", "group", F.col("s").alias("us"), F.col("e").alias("ue"))
+    pause = (
+        mspans.join(uns, ["protocol", "group"])
+        .select("protocol", "member", _overlap("s", "e", "us", "ue").alias("ms"))
+        .groupBy("protocol", "member")
+        .agg(F.sum("ms").alias("ms"))
+    )
+    for r in pause.collect():
+        m = out.get(str(r["protocol"]))
+        if m is not None and r["ms"]:
+            m["pause_ms"][str(r["member"])] = float(r["ms"])
+    for m in out.values():
+        vals = list(m["pause_ms"].values())
+        m["pause_ms"] = dict(sorted(m["pause_ms"].items()))
+        m["pause_ms_total"] = float(sum(vals))
+        m["pause_ms_max"] = float(max(vals)) if vals else 0.0
+    return out

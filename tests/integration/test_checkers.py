@@ -1,0 +1,277 @@
+"""The Spark checkers on hand-built histories: every anomaly, allowed and not, every protocol."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.checkers import (
+    ALLOWED,
+    ANOMALY_KINDS,
+    ANOMALY_SCHEMA,
+    COMMIT_BY_NON_OWNER,
+    DOUBLE_OWNERSHIP,
+    DOUBLE_PROCESSING,
+    DUPLICATE,
+    INVALID_ASSIGNMENT,
+    LOSS,
+    STRANDED_PARTITION,
+    UNBALANCED_ASSIGNMENT,
+    run_checkers,
+)
+from analysis.history import PROTOCOLS, H
+from emulator.events import validate_event
+from emulator.summary import summarize
+
+pytestmark = [pytest.mark.spark]
+
+
+def every_anomaly(protocol: str) -> H:
+    """One history with each anomaly once (or twice), on its own partition.
+
+    t:0 (c-0): a gap never processed (loss) and a same-member repeat (other).
+    t:1: c-0 processes past its last commit, is revoked; c-1 repeats (uncommitted).
+    t:2: c-2 claims while c-1 still holds it (double ownership until c-1 loses it),
+         both process [0, 30) at once (double processing, zombie duplicate), then
+         c-1 commits (commit by non-owner).
+    t:3: c-2 revokes it and nobody takes it while c-3 idles (stranded until c-3 crashes).
+    Settle points at 360 (c-3 joins with nothing: unbalanced) and 510 (t:1 given to two,
+    t:3 to none: invalid, and unbalanced).
+    """
+    h = H(protocol=protocol, group="g").run(0, 1000)
+    h.produce("t", 0, 0, 100, at=5).produce("t", 1, 0, 60, at=5).produce("t", 2, 0, 30, at=5)
+    for m in ("c-0", "c-1", "c-2"):
+        h.start(m, at=0)
+    h.rebalance("c-0", 1, 10, ["t:0", "t:1"]).rebalance("c-1", 1, 10, ["t:2"])
+    h.rebalance("c-2", 1, 10, ["t:3"])
+    h.assign("c-0", ["t:0", "t:1"], at=10).assign("c-1", ["t:2"], at=10)
+    h.assign("c-2", ["t:3"], at=10)
+    # t:0
+    h.process("c-0", "t", 0, 0, 50, start=10, end=20).process(
+        "c-0", "t", 0, 50, 90, start=20, end=30
+    )
+    h.process("c-0", "t", 0, 40, 50, start=40, end=45)
+    # t:1
+    h.process("c-0", "t", 1, 0, 40, start=10, end=20).commit("c-0", "t", 1, 20, at=25)
+    h.trigger("c-0", at=100).trigger("c-1", at=100)
+    h.revoke("c-0", ["t:1"], at=100)
+    h.rebalance("c-0", 100, 110, ["t:0"]).rebalance("c-1", 100, 110, ["t:1", "t:2"])
+    h.assign("c-1", ["t:1"], at=110)
+    h.process("c-1", "t", 1, 20, 60, start=120, end=130)
+    # t:2
+    h.process("c-1", "t", 2, 0, 30, start=150, end=250)
+    h.assign("c-2", ["t:2"], at=200)
+    h.process("c-2", "t", 2, 0, 30, start=210, end=260)
+    h.commit("c-1", "t", 2, 30, at=270)
+    h.lose("c-1", ["t:2"], at=300)
+    # c-3 joins with nothing; t:3 is let go
+    h.start("c-3", at=350).rebalance("c-3", 350, 360, [])
+    h.revoke("c-2", ["t:3"], at=400)
+    h.rebalance("c-0", 500, 510, ["t:0", "t:1"]).rebalance("c-2", 500, 510, [])
+    h.crash("c-3", at=900)
+    return h
+
+
+def expected(protocol: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        dict(
+            kind=DOUBLE_OWNERSHIP,
+            partition=2,
+            member="c-2",
+            other_member="c-1",
+            t_start_ms=200.0,
+            t_end_ms=300.0,
+            count=2,
+            detail="members=c-1,c-2",
+        ),
+        dict(
+            kind=DOUBLE_PROCESSING,
+            partition=2,
+            member="c-2",
+            other_member="c-1",
+            t_start_ms=210.0,
+            t_end_ms=250.0,
+            offset_start=0,
+            offset_end=30,
+            count=2,
+            detail="members=c-1,c-2",
+        ),
+        dict(kind=LOSS, partition=0, offset_start=90, offset_end=100, count=10),
+        dict(
+            kind=DUPLICATE,
+            partition=0,
+            member="c-0",
+            other_member="c-0",
+            t_start_ms=40.0,
+            t_end_ms=45.0,
+            offset_start=40,
+            offset_end=50,
+            count=10,
+            detail="other",
+        ),
+        dict(
+            kind=DUPLICATE,
+            partition=1,
+            member="c-1",
+            other_member="c-0",
+            t_start_ms=120.0,
+            t_end_ms=130.0,
+            offset_start=20,
+            offset_end=40,
+            count=20,
+            detail="uncommitted_after_revoke",
+        ),
+        dict(
+            kind=DUPLICATE,
+            partition=2,
+            member="c-2",
+            other_member="c-1",
+            t_start_ms=210.0,
+            t_end_ms=260.0,
+            offset_start=0,
+            offset_end=30,
+            count=30,
+            detail="zombie",
+        ),
+        dict(
+            kind=COMMIT_BY_NON_OWNER,
+            partition=2,
+            member="c-1",
+            other_member="c-2",
+            t_start_ms=270.0,
+            t_end_ms=270.0,
+            offset_end=30,
+            count=1,
+        ),
+        dict(kind=STRANDED_PARTITION, partition=3, t_start_ms=400.0, t_end_ms=500.0),
+        dict(kind=STRANDED_PARTITION, partition=3, t_start_ms=510.0, t_end_ms=900.0),
+        dict(
+            kind=UNBALANCED_ASSIGNMENT,
+            topic=None,
+            t_start_ms=360.0,
+            t_end_ms=360.0,
+            count=4,
+            detail="min=0 max=2",
+        ),
+        dict(
+            kind=UNBALANCED_ASSIGNMENT,
+            topic=None,
+            t_start_ms=510.0,
+            t_end_ms=510.0,
+            count=4,
+            detail="min=0 max=2",
+        ),
+        dict(
+            kind=INVALID_ASSIGNMENT,
+            partition=1,
+            t_start_ms=510.0,
+            t_end_ms=510.0,
+            count=2,
+            detail="assigned to c-0,c-1",
+        ),
+        dict(
+            kind=INVALID_ASSIGNMENT,
+            partition=3,
+            t_start_ms=510.0,
+            t_end_ms=510.0,
+            count=0,
+            detail="unassigned",
+        ),
+    ]
+    out = []
+    for r in rows:
+        full: dict[str, Any] = {f.name: None for f in ANOMALY_SCHEMA.fields}
+        full.update(protocol=protocol, group="g", topic="t")
+        full.update(r)
+        full["allowed"] = r["kind"] in ALLOWED[protocol]
+        out.append(full)
+    return out
+
+
+def clean(protocol: str) -> H:
+    """Group ``clean`` on topic ``u``: a clean hand-over (commit, revoke, leave, assign)."""
+    h = H(protocol=protocol, group="clean").produce("u", 0, 0, 100, at=1)
+    h.produce("u", 1, 0, 10, at=1).start("c-0", at=0).start("c-1", at=0)
+    h.rebalance("c-0", 1, 5, ["u:0"]).rebalance("c-1", 1, 5, ["u:1"])
+    h.assign("c-0", ["u:0"], at=5).assign("c-1", ["u:1"], at=5)
+    h.process("c-0", "u", 0, 0, 50, start=5, end=15).commit("c-0", "u", 0, 50, at=16)
+    h.process("c-1", "u", 1, 0, 10, start=5, end=15)
+    h.trigger("c-1", at=20).revoke("c-0", ["u:0"], at=20).stop("c-0", at=21)
+    h.rebalance("c-1", 20, 30, ["u:0", "u:1"]).assign("c-1", ["u:0"], at=30)
+    h.process("c-1", "u", 0, 50, 100, start=30, end=40).commit("c-1", "u", 0, 100, at=41)
+    return h
+
+
+def _key(r: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(str(r[f.name]) for f in ANOMALY_SCHEMA.fields)
+
+
+@pytest.fixture(scope="module")
+def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
+    """Every protocol's history through the checkers at once (one Spark job)."""
+    frames = [every_anomaly(p).df(spark) for p in PROTOCOLS]
+    frames += [clean(p).df(spark) for p in PROTOCOLS]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    an = run_checkers(df)
+    assert [(f.name, f.dataType) for f in an.schema.fields] == [
+        (f.name, f.dataType) for f in ANOMALY_SCHEMA.fields
+    ]
+    rows = [r.asDict() for r in an.collect()]
+    return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}
+
+
+def test_history_events_are_valid() -> None:
+    for p in PROTOCOLS:
+        evs = every_anomaly(p).events()
+        for ev in evs:
+            validate_event(ev)
+        kinds = {e["kind"] for e in evs}
+        if p == "zookeeper":
+            assert "partitions_assigned" not in kinds and "attempt_started" in kinds
+        else:
+            assert "partitions_assigned" in kinds and "partitions_lost" in kinds
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("kind", ANOMALY_KINDS)
+def test_anomaly_rows_exact(
+    results: dict[str, list[dict[str, Any]]], protocol: str, kind: str
+) -> None:
+    rows = [r for r in results[protocol] if r["group"] != "clean" and r["topic"] != "u"]
+    got = sorted((r for r in rows if r["kind"] == kind), key=_key)
+    want = sorted((r for r in expected(protocol) if r["kind"] == kind), key=_key)
+    assert got == want
+    assert got, "every anomaly kind shows in every protocol's history"
+    assert all(r["allowed"] is (kind in ALLOWED[protocol]) for r in got)
+
+
+def test_allowed_lists_are_explicit() -> None:
+    assert set(ALLOWED) == set(PROTOCOLS)
+    for kinds in ALLOWED.values():
+        assert kinds <= set(ANOMALY_KINDS)
+        assert LOSS not in kinds
+    # Only the unfenced ZooKeeper commits may come from a non-owner; only the eager
+    # protocol's single leader-computed assignment is always valid.
+    assert [p for p in PROTOCOLS if COMMIT_BY_NON_OWNER in ALLOWED[p]] == ["zookeeper"]
+    assert [p for p in PROTOCOLS if INVALID_ASSIGNMENT not in ALLOWED[p]] == ["classic-eager"]
+
+
+def test_clean_history_has_no_anomaly(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Two members hand a partition over cleanly: nothing reported for group ``clean``."""
+    for p in PROTOCOLS:
+        assert [r for r in results[p] if r["group"] == "clean" or r["topic"] == "u"] == []
+
+
+def test_summary_agrees_on_hand_history(results: dict[str, list[dict[str, Any]]]) -> None:
+    for p in PROTOCOLS:
+        s = summarize(every_anomaly(p).events())
+        rows = [r for r in results[p] if r["topic"] == "t"]
+        assert sum(r["count"] for r in rows if r["kind"] == DUPLICATE) == s.duplicates == 60
+        assert sum(r["count"] for r in rows if r["kind"] == LOSS) == s.unprocessed == 10
+        dp = [r for r in rows if r["kind"] == DOUBLE_PROCESSING]
+        assert len(dp) == s.double_processing == 1
+        assert sum(r["t_end_ms"] - r["t_start_ms"] for r in dp) == s.double_processing_ms

@@ -1,0 +1,120 @@
+"""Metrics and plot frames on hand-built histories, every protocol."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.checkers import SharedFrames
+from analysis.history import PROTOCOLS, H
+from analysis.metrics import (
+    compute_metrics,
+    fault_marks,
+    ownership_intervals,
+    rebalance_durations,
+    throughput_lag,
+)
+
+pytestmark = [pytest.mark.spark]
+
+
+def history(protocol: str) -> H:
+    """Two members; c-1 joins at 100 (a 20 ms eager-style rebalance), c-1 is paused
+    and crashes; a zombie overlap on t:1 of 50 ms."""
+    h = H(protocol=protocol).run(0, 1000)
+    h.produce("t", 0, 0, 100, at=10).produce("t", 1, 0, 100, at=1500 / 2)
+    h.start("c-0", at=0).rebalance("c-0", 0, 10, ["t:0", "t:1"], zk_reads=6, zk_writes=2)
+    h.assign("c-0", ["t:0", "t:1"], at=10)
+    h.process("c-0", "t", 0, 0, 60, start=10, end=40).commit("c-0", "t", 0, 60, at=41)
+    h.start("c-1", at=100).watch("c-0", at=100)
+    h.trigger("c-0", at=100).revoke("c-0", ["t:0", "t:1"], at=100)
+    h.rebalance("c-0", 100, 120, ["t:0"], zk_reads=6, zk_writes=2)
+    h.rebalance("c-1", 100, 120, ["t:1"], attempts=2, zk_reads=8, zk_writes=4)
+    h.assign("c-0", ["t:0"], at=120).assign("c-1", ["t:1"], at=120)
+    h.process("c-0", "t", 0, 60, 100, start=120, end=200)
+    h.fault("pause", "c-1", at=300, until=400)
+    h.assign("c-0", ["t:1"], at=350)  # c-0 takes t:1 while c-1 still holds it
+    h.process("c-1", "t", 1, 0, 50, start=750, end=800)
+    h.process("c-0", "t", 1, 0, 100, start=760, end=900)
+    h.crash("c-1", at=950)
+    return h
+
+
+@pytest.fixture(scope="module")
+def frames(spark: SparkSession) -> dict[str, Any]:
+    dfs = [history(p).df(spark) for p in PROTOCOLS]
+    df = dfs[0]
+    for f in dfs[1:]:
+        df = df.unionByName(f)
+    # The plot frames reuse the intermediate frames compute_metrics materialized.
+    shared = SharedFrames(df)
+    return {
+        "metrics": compute_metrics(df, shared=shared),
+        "own": [r.asDict() for r in ownership_intervals(df, shared).collect()],
+        "tl": [r.asDict() for r in throughput_lag(df, bucket_ms=500).collect()],
+        "rd": [r.asDict() for r in rebalance_durations(df, shared=shared).collect()],
+        "fm": [r.asDict() for r in fault_marks(df).collect()],
+    }
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_metrics(frames: dict[str, Any], protocol: str) -> None:
+    m = frames["metrics"][protocol]
+    legacy = protocol == "zookeeper"
+    assert m["produced"] == 200 and m["processed"] == 250
+    assert m["duplicates"] == 50 and m["loss"] == 0
+    assert m["rebalances"] == 3
+    assert m["attempts"] == (4 if legacy else 0)
+    assert m["retries"] == (1 if legacy else 0) and m["gave_up"] == 0
+    assert m["zk_reads"] == (20 if legacy else 0) and m["zk_writes"] == (8 if legacy else 0)
+    assert m["zk_watches"] == 1 and m["membership_changes"] == 3
+    assert m["zk_ops_per_change"] == pytest.approx((28 if legacy else 0) / 3)
+    # Group rebalances: the first join (0-10) and c-1's join (100-120).
+    assert m["group_rebalances"] == 2
+    assert m["rebalance_ms"]["max"] == 20.0 and m["rebalance_ms"]["p50"] == 15.0
+    # No owner for t:0, t:1 from 0 to 10 and from 100 to 120 while c-0 lives (two
+    # partitions, 30 ms each); t:1 after c-1's crash is still c-0's.
+    assert m["stop_the_world_partition_s"] == pytest.approx(0.060)
+    # c-0 owned nothing in both rebalances (10 + 20 ms); c-1 from its start at 100
+    # to its assignment at 120.
+    assert m["pause_ms"] == {"c-0": 30.0, "c-1": 20.0}
+    assert m["pause_ms_total"] == 50.0 and m["pause_ms_max"] == 30.0
+    assert m["double_ownership"] == {"count": 1, "total_ms": 600.0, "longest_ms": 600.0}
+    assert m["double_processing"] == {"count": 1, "total_ms": 40.0, "longest_ms": 40.0}
+    assert m["anomalies"]["duplicate"] == 1 and m["anomalies"]["loss"] == 0
+    assert m["events"] == len(history(protocol).events())
+
+
+def test_plot_frames(frames: dict[str, Any]) -> None:
+    for p in PROTOCOLS:
+        own = sorted(
+            (r["member"], r["partition"], r["t_start_ms"], r["t_end_ms"])
+            for r in frames["own"]
+            if r["protocol"] == p
+        )
+        assert own == [
+            ("c-0", 0, 10.0, 100.0),
+            ("c-0", 0, 120.0, 1000.0),
+            ("c-0", 1, 10.0, 100.0),
+            ("c-0", 1, 350.0, 1000.0),
+            ("c-1", 1, 120.0, 950.0),
+        ]
+        tl = sorted(
+            (r["t_ms"], r["produced"], r["processed"], r["lag"])
+            for r in frames["tl"]
+            if r["protocol"] == p
+        )
+        # Processing counted each time: 250 processed for 200 produced; lag never < 0.
+        assert tl == [(0.0, 100, 100, 0), (500.0, 100, 150, 0)]
+        rd = sorted((r["t_ms"], r["duration_ms"]) for r in frames["rd"] if r["protocol"] == p)
+        assert rd == [(0.0, 10.0), (100.0, 20.0)]
+        fm = sorted(
+            (r["t_ms"], r["reason"], r["member"]) for r in frames["fm"] if r["protocol"] == p
+        )
+        assert fm == [
+            (300.0, "pause", "c-1"),
+            (400.0, "pause cleared", "c-1"),
+            (950.0, "consumer_crashed", "c-1"),
+        ]
