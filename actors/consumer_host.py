@@ -26,6 +26,7 @@ from actors.context import RunContext
 from actors.legacy_member import LegacyMember
 from actors.metadata import LeaderCache
 from emulator.events import EventKind
+from emulator.faults import PARTITION_TARGETS
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 
@@ -35,7 +36,6 @@ TICK_S = 0.02
 # bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
 # 1024 messages.
 MESSAGE_BYTES = 1024
-PARTITION_TARGETS = ("zookeeper", "coordinator", "brokers")
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
-from emulator.faults import PARTITION_TARGETS, PlannedAction
+from emulator.faults import ACTIONS, PARTITION_TARGETS, PlannedAction
 from emulator.modern.config import parse_kafka_version
 
 __all__ = [
@@ -167,21 +167,9 @@ RUN_PROTOCOLS: Final = ("zookeeper", "classic-eager", "classic-cooperative", "co
 """What ``--protocol`` accepts: a generation and, for classic, its rebalance flavour."""
 
 TIMELINE_ACTIONS: Final = (
-    "join",
-    "leave",
-    "crash",
-    "restart",
-    "pause",
-    "slow",
-    "network_partition",
-    "host_crash",
-    "broker_crash",
-    "broker_restart",
-    "zk_crash",
-    "zk_restart",
-    "zk_quorum_loss",
-    "add_partitions",
-    "subscribe",
+    *ACTIONS[: ACTIONS.index("zk_restart") + 1],
+    "zk_quorum_loss",  # expands to zk_crash and zk_restart actions
+    *ACTIONS[ACTIONS.index("zk_restart") + 1 :],
 )
 """What ``[[timeline]]`` entries may do (:mod:`emulator.faults` has the planned actions)."""
 
