@@ -7,9 +7,10 @@
 #   ./deploy/local.sh setup  install only
 #   ./deploy/local.sh run ARGS...   install, then `rebalance-emu ARGS...`
 #
-# What it installs when missing: Debian's zookeeper and a Java runtime (apt-get,
-# as root or through sudo), and a virtualenv in .venv at the repository root
-# with this project and its dev extra.
+# What it installs when missing: Debian's zookeeper, a Java runtime and chromium
+# (headless, the tests open the report in it) with apt-get, as root or through
+# sudo; and a virtualenv in .venv at the repository root with this project and
+# its dev extra.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +31,8 @@ install_debian_packages() {
     [ -f /usr/share/java/zookeeper.jar ] || [ -n "${ZOOKEEPER_HOME:-}" ] || missing+=(zookeeper)
     command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
     "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+    # Headless Chromium: the tests open the comparison report's HTML in it.
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     if [ ${#missing[@]} -gt 0 ]; then
         command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get; install them by hand"
         log "installing Debian packages: ${missing[*]}"

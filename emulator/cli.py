@@ -4,6 +4,8 @@
 
     rebalance-emu run SCENARIO.toml [--protocol P ...] [--out DIR]
                       [--zookeeper CONNECT] [--ray-address ADDR]
+    rebalance-emu compare RUN_DIR [RUN_DIR ...] [--spark-master URL] [--out DIR]
+    rebalance-emu demo [--scenario NAME] [--out DIR]
     rebalance-emu zk start|stop|status [--ensemble N]
     rebalance-emu scenarios
 
@@ -196,21 +198,95 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "completed" for r in results) else EXIT_FAILED
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``rebalance-emu demo``: the bundled quickstart under every protocol.
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``rebalance-emu compare``: the comparison report of one or more run directories."""
+    code, report_dir = _compare([Path(d) for d in args.run_dir], args.out, args.spark_master)
+    if report_dir is not None:
+        print(f"report: {report_dir / 'report.html'}")
+        print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+    return code
 
-    Embedded ZooKeeper and a local Ray; the summary and the run directory are
-    printed at the end.
+
+def _compare(
+    run_dirs: list[Path], out: str | None, spark_master: str | None
+) -> tuple[int, Path | None]:
+    """Run :func:`analysis.compare.compare`; an exit code and the report directory."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    try:
+        cmp = importlib.import_module("analysis.compare")
+    except ImportError as exc:
+        return _fail(f"the analysis needs pyspark, pandas and matplotlib: {exc}"), None
+    try:
+        for d in run_dirs:
+            cmp.check_run_dir(d)
+    except cmp.CompareError as exc:
+        return _fail(str(exc), EXIT_USAGE), None
+    try:
+        report_dir: Path = cmp.compare(
+            run_dirs,
+            out_dir=Path(out) if out else None,
+            spark_master=spark_master,
+            progress=cmp.stderr_progress(),
+        )
+    except cmp.CompareError as exc:
+        return _fail(str(exc)), None
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130), None
+    except Exception as exc:  # a Spark failure: one line, not a JVM stack trace
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
+    finally:
+        _stop_spark()
+    return 0, report_dir
+
+
+def _stop_spark() -> None:
+    """Stop the SparkSession this process started, if any."""
+    mod = sys.modules.get("pyspark.sql")
+    if mod is None:
+        return
+    session = mod.SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``rebalance-emu demo``: a bundled scenario under every protocol, then the report.
+
+    Embedded ZooKeeper, a local Ray and a local Spark; the run's summary, then
+    the comparison's progress, and the report's path at the end.
     """
+    t0 = time.monotonic()
+    out = args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
     ns = argparse.Namespace(
         scenario=args.scenario,
         protocol=list(ALL_PROTOCOLS),
-        out=args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"),
+        out=out,
         zookeeper=None,
         ray_address=None,
         force=False,
     )
-    return cmd_run(ns)
+    code = cmd_run(ns)
+    if code not in (0, EXIT_FAILED) or not (Path(out) / "manifest.json").is_file():
+        return code
+    _stop_ray()
+    print(
+        f"demo: comparing the protocols with Spark (local) -> {Path(out) / 'report'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    ccode, report_dir = _compare([Path(out)], None, None)
+    print(f"demo: finished in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    if report_dir is not None:
+        print(f"report: {report_dir / 'report.html'}")
+    return code or ccode
+
+
+def _stop_ray() -> None:
+    """Shut down the local Ray the run started (frees the cores for Spark)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def cmd_scenarios(_args: argparse.Namespace) -> int:
@@ -256,15 +332,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     run.set_defaults(func=cmd_run)
+    comp = sub.add_parser(
+        "compare",
+        help="check, measure and compare the protocols of run directories with Spark; "
+        "writes report.md, report.html, metrics.json and plots/",
+    )
+    comp.add_argument("run_dir", nargs="+", metavar="RUN_DIR", help="a run directory")
+    comp.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master URL (default local[*]), e.g. spark://host:7077",
+    )
+    comp.add_argument(
+        "--out", metavar="DIR", help="report directory (default <first RUN_DIR>/report)"
+    )
+    comp.set_defaults(func=cmd_compare)
     demo = sub.add_parser(
         "demo",
-        help="run the quickstart under every built protocol, "
-        "on an embedded ZooKeeper and a local Ray",
+        help="run the bundled comparison scenario under every protocol, on an embedded "
+        "ZooKeeper and a local Ray, then compare them with a local Spark",
     )
     demo.add_argument(
         "--scenario",
-        default="quickstart",
-        help="a bundled scenario name or a file (default quickstart)",
+        default="generations",
+        help="a bundled scenario name or a file (default generations)",
     )
     demo.add_argument("--out", metavar="DIR", help="run directory (default runs/demo-<time>)")
     demo.set_defaults(func=cmd_demo)

@@ -295,6 +295,42 @@ def test_windows_and_gaps() -> None:
     assert len(g) == 4
 
 
+def test_several_runs_become_series_and_a_herd(tmp_path: Path) -> None:
+    from analysis.compare import RunAnalysis, merge
+
+    def run(label: str, consumers: int, zk_ops: float, requests: int) -> RunAnalysis:
+        manifest = {
+            **MANIFEST,
+            "scenario": {**MANIFEST["scenario"], "group": {"consumers": consumers}},
+        }
+        metrics = {
+            "zookeeper": {"zk_ops_per_change": zk_ops, "zk_watches_per_change": zk_ops / 10},
+            "consumer": {"coordinator_requests": requests, "membership_changes": 4},
+        }
+        frames = {k: v for k, v in _frames().items() if k != ANOMALIES}
+        return RunAnalysis(tmp_path / label, label, manifest, metrics, frames)
+
+    metrics, frames = merge([run("small", 4, 40.0, 8), run("big", 40, 4000.0, 80)])
+    assert sorted(metrics) == ["big/consumer", "big/zookeeper", "small/consumer", "small/zookeeper"]
+    assert set(frames[OWNERSHIP]["protocol"]) == {
+        f"{r}/{p}" for r in ("small", "big") for p in PROTOCOLS
+    }
+    herd = frames[HERD].sort_values(["protocol", "measure", "group_size"])
+    rows = herd[["protocol", "measure", "group_size", "per_change"]].values.tolist()
+    assert rows == [
+        ["consumer", "coordinator requests", 4, 2.0],
+        ["consumer", "coordinator requests", 40, 20.0],
+        ["zookeeper", "ZooKeeper operations", 4, 40.0],
+        ["zookeeper", "ZooKeeper operations", 40, 4000.0],
+        ["zookeeper", "ZooKeeper watch notifications", 4, 4.0],
+        ["zookeeper", "ZooKeeper watch notifications", 40, 400.0],
+    ]
+    paths = write_report(tmp_path / "r", metrics, frames, [MANIFEST, MANIFEST])
+    assert [p.name for p in paths.plots][-1] == "herd.png"
+    series = json.loads(paths.metrics_json.read_text())["series"]
+    assert series == [f"small/{p}" for p in PROTOCOLS] + [f"big/{p}" for p in PROTOCOLS]
+
+
 def test_timeline_actions_are_marked_once() -> None:
     from analysis.report import with_timeline_marks
 

@@ -1,0 +1,363 @@
+"""``rebalance-emu compare``: run directories in, the comparison report out.
+
+For each run directory: load its event logs with the ``rebalance-events``
+data source (:func:`analysis.datasource.load_events`), run the checkers
+(:func:`analysis.checkers.run_checkers`), compute the metrics and the plot
+frames (:mod:`analysis.metrics`), then write one report
+(:func:`analysis.report.write_report`) for all of them. With one run the
+report's series are its protocols; with several, ``<run>/<protocol>``, plus
+the herd plot (coordination cost per membership change against group size).
+
+Spark is ``local[*]`` unless ``spark_master`` names a cluster; the Spark jobs
+only collect small frames (ownership intervals, time buckets, anomalies) to
+the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis import report as rpt
+
+Progress = Callable[[str], None]
+
+ROWS_PER_PARTITION = 500_000
+"""Events per partition of the cached event table (at least one partition per core)."""
+
+
+class CompareError(ValueError):
+    """A run directory that cannot be compared (one-line message)."""
+
+
+def stderr_progress(prefix: str = "compare") -> Progress:
+    """A progress callback printing ``<prefix>: [  12.3 s] message`` lines to stderr."""
+    t0 = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"{prefix}: [{time.monotonic() - t0:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+@contextlib.contextmanager
+def ticking(say: Progress, step: str, spark: Any = None, every_s: float = 15.0) -> Iterator[None]:
+    """While the body runs, say ``step ... (N s, J Spark jobs so far)`` every ``every_s``."""
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def jobs() -> str:
+        if spark is None:
+            return ""
+        try:
+            n = len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+        except Exception:  # the tracker is best effort
+            return ""
+        return f", {n} Spark jobs so far"
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            say(f"{step} ... ({time.monotonic() - t0:.0f} s{jobs()})")
+
+    thread = threading.Thread(target=loop, name="compare-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=1.0)
+
+
+@dataclass
+class RunAnalysis:
+    """What :func:`analyze_run` computed for one run directory.
+
+    Attributes:
+        run_dir: the run directory.
+        label: the run's name in the report (its directory name, made unique).
+        manifest: the run's ``manifest.json``.
+        metrics: per protocol, from :func:`analysis.metrics.compute_metrics`.
+        frames: pandas plot frames by :mod:`analysis.report` key.
+        data: what was read: files, events, truncated files.
+    """
+
+    run_dir: Path
+    label: str
+    manifest: dict[str, Any]
+    metrics: dict[str, dict[str, Any]]
+    frames: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def check_run_dir(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest; :class:`CompareError` when ``run_dir`` is not a run directory."""
+    if not run_dir.is_dir():
+        raise CompareError(f"{run_dir}: no such run directory")
+    mpath = run_dir / "manifest.json"
+    if not mpath.is_file():
+        raise CompareError(f"{run_dir}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads(mpath.read_text())
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{mpath}: unreadable manifest ({str(exc).splitlines()[0]})") from None
+    if not isinstance(manifest, dict):
+        raise CompareError(f"{mpath}: the manifest is not a JSON object")
+    if not any(run_dir.glob("*/events/*.msgpack")):
+        raise CompareError(f"{run_dir}: no event logs (<protocol>/events/*.msgpack)")
+    return manifest
+
+
+def analyze_run(
+    spark: Any,
+    run_dir: Path,
+    *,
+    label: str | None = None,
+    progress: Progress | None = None,
+    bucket_ms: int = 1000,
+) -> RunAnalysis:
+    """Load one run directory and compute its anomalies, metrics and plot frames.
+
+    Args:
+        spark: the SparkSession (:func:`analysis.spark.get_spark`).
+        run_dir: the run directory.
+        label: the run's name (default: the directory's name).
+        progress: called with a line per step.
+        bucket_ms: the throughput/lag time bucket in emulated ms.
+
+    Raises:
+        CompareError: not a run directory, or an unreadable event log.
+    """
+    from pyspark import StorageLevel
+
+    from analysis.checkers import SharedFrames, run_checkers
+    from analysis.datasource import event_log_error, load_events
+    from analysis.metrics import (
+        compute_metrics,
+        fault_marks,
+        ownership_intervals,
+        rebalance_durations,
+        throughput_lag,
+    )
+
+    say = progress or (lambda _m: None)
+    # PySpark 4.3 warns on every toPandas that it "does not yet fully support
+    # pandas >= 3"; the frames here are plain numbers and strings.
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
+    run_dir = Path(run_dir)
+    manifest = check_run_dir(run_dir)
+    name = label or run_dir.name
+    say(f"{name}: loading event logs from {run_dir}")
+    try:
+        with ticking(say, f"{name}: loading event logs", spark):
+            loaded = load_events(spark, str(run_dir))
+            # One input partition per file is right for the scan, but every
+            # checker stage then runs a task per file over the cached table:
+            # keep about one partition per core, more only for large runs.
+            parts = max(
+                spark.sparkContext.defaultParallelism,
+                math.ceil(loaded.records / ROWS_PER_PARTITION),
+            )
+            events = loaded.events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)
+            n_events = events.count()
+    except Exception as exc:  # EventLogError, or a corrupt record met in a Spark task
+        err = event_log_error(exc)
+        if err is None:
+            raise
+        raise CompareError(str(err).splitlines()[0]) from None
+    protocols = sorted(
+        r[0] for r in events.select("protocol").distinct().collect() if r[0] is not None
+    )
+    truncated = [f"{p} ({b} bytes)" for p, b in loaded.truncated]
+    say(
+        f"{name}: {n_events:,} events from {loaded.files} files; protocols "
+        f"{', '.join(protocols) or 'none'}"
+        + (f"; truncated tails skipped: {', '.join(truncated)}" if truncated else "")
+    )
+    try:
+        say(f"{name}: running the checkers")
+        with ticking(say, f"{name}: running the checkers", spark):
+            shared = SharedFrames(events)  # built once: checkers, metrics and plots share them
+            anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
+            n_anom = anomalies.count()
+        say(f"{name}: {n_anom} anomaly rows; computing metrics")
+        with ticking(say, f"{name}: computing metrics", spark):
+            metrics = compute_metrics(events, anomalies, shared=shared)
+        say(f"{name}: collecting plot frames")
+        with ticking(say, f"{name}: collecting plot frames", spark):
+            frames = {
+                rpt.OWNERSHIP: ownership_intervals(events, shared).toPandas(),
+                rpt.THROUGHPUT: throughput_lag(events, bucket_ms=bucket_ms).toPandas(),
+                rpt.DURATIONS: rebalance_durations(events, shared=shared).toPandas(),
+                rpt.FAULTS: rpt.with_timeline_marks(
+                    fault_marks(events).toPandas(), manifest, protocols
+                ),
+                rpt.ANOMALIES: anomalies.toPandas(),
+            }
+        anomalies.unpersist()
+    finally:
+        events.unpersist()
+    data = {
+        "event log files": loaded.files,
+        "events": n_events,
+        "truncated files": len(loaded.truncated),
+        "truncated bytes skipped": sum(b for _, b in loaded.truncated),
+    }
+    return RunAnalysis(run_dir, name, manifest, metrics, frames, data)
+
+
+def group_size(manifest: Mapping[str, Any]) -> int | None:
+    """The run's initial group size from its manifest's scenario (``[group].consumers``)."""
+    try:
+        return int(manifest["scenario"]["group"]["consumers"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def herd_rows(
+    label: str, size: int | None, metrics: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Herd-plot rows for one run: per protocol, its cost per membership change.
+
+    The 0.8 consumer: ZooKeeper operations (reads + writes) and watch
+    notifications per change (``zk_ops_per_change``, ``zk_watches_per_change``);
+    the others: coordinator requests per change (``coordinator_requests`` /
+    ``membership_changes``).
+    """
+    rows: list[dict[str, Any]] = []
+    if size is None:
+        return rows
+
+    def add(proto: str, measure: str, value: Any) -> None:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            rows.append(
+                {
+                    "run": label,
+                    "protocol": proto,
+                    "group_size": size,
+                    "measure": measure,
+                    "per_change": float(value),
+                }
+            )
+
+    for proto, m in metrics.items():
+        if proto == "zookeeper":
+            add(proto, "ZooKeeper operations", m.get("zk_ops_per_change"))
+            add(proto, "ZooKeeper watch notifications", m.get("zk_watches_per_change"))
+        else:
+            changes = m.get("membership_changes") or 0
+            requests = m.get("coordinator_requests")
+            if changes and isinstance(requests, int | float):
+                add(proto, "coordinator requests", requests / changes)
+    return rows
+
+
+def merge(analyses: Sequence[RunAnalysis]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Metrics and frames of several runs as one report's series.
+
+    One run: the series are its protocols. Several: ``<label>/<protocol>``,
+    and a herd frame when the runs' group sizes differ.
+    """
+    import pandas as pd
+
+    if len(analyses) == 1:
+        a = analyses[0]
+        return dict(a.metrics), dict(a.frames)
+    metrics: dict[str, Any] = {}
+    parts: dict[str, list[Any]] = {}
+    herd: list[dict[str, Any]] = []
+    for a in analyses:
+        for proto, m in a.metrics.items():
+            metrics[f"{a.label}/{proto}"] = m
+        for key, df in a.frames.items():
+            df = rpt.frame({key: df}, key)
+            df["protocol"] = [f"{a.label}/{p}" for p in df["protocol"]]
+            parts.setdefault(key, []).append(df)
+        herd.extend(herd_rows(a.label, group_size(a.manifest), a.metrics))
+    frames: dict[str, Any] = {
+        k: pd.concat([d for d in v if not d.empty] or v[:1], ignore_index=True)
+        for k, v in parts.items()
+    }
+    sizes = {r["group_size"] for r in herd}
+    if len(sizes) > 1:
+        frames[rpt.HERD] = pd.DataFrame(herd)
+    return metrics, frames
+
+
+def _labels(run_dirs: Sequence[Path]) -> list[str]:
+    labels: list[str] = []
+    for d in run_dirs:
+        base = d.resolve().name or "run"
+        name, i = base, 2
+        while name in labels:
+            name, i = f"{base}-{i}", i + 1
+        labels.append(name)
+    return labels
+
+
+def compare(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    spark_master: str | None = None,
+    progress: Progress | None = None,
+    *,
+    spark: Any = None,
+) -> Path:
+    """Analyse run directories and write the comparison report.
+
+    Args:
+        run_dirs: one or more run directories (``manifest.json`` and
+            ``<protocol>/events/*.msgpack``).
+        out_dir: the report directory; default ``<first run>/report``.
+        spark_master: a Spark master URL; ``None``: ``local[*]``.
+        progress: called with one line per step; ``None`` prints them to stderr.
+        spark: an existing SparkSession to use instead (then ``spark_master``
+            is ignored); a session this function starts is left running for
+            the caller's process (``getOrCreate``).
+
+    Returns:
+        The report directory (``report.md``, ``report.html``, ``metrics.json``, ``plots/``).
+
+    Raises:
+        CompareError: a missing or unreadable run directory or event log.
+    """
+    say = progress if progress is not None else stderr_progress()
+    dirs = [Path(d) for d in run_dirs]
+    if not dirs:
+        raise CompareError("no run directory given")
+    for d in dirs:
+        check_run_dir(d)
+    out = Path(out_dir) if out_dir is not None else dirs[0] / "report"
+    if spark is None:
+        from analysis.spark import get_spark
+
+        say(f"starting Spark ({spark_master or 'local[*]'})")
+        spark = get_spark(spark_master)
+        if spark.sparkContext.master.startswith("local"):
+            # small shuffles on one machine: one partition per core, not 8
+            cores = spark.sparkContext.defaultParallelism
+            spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
+    analyses = [
+        analyze_run(spark, d, label=label, progress=say)
+        for d, label in zip(dirs, _labels(dirs), strict=True)
+    ]
+    metrics, frames = merge(analyses)
+    say(f"writing the report to {out}")
+    data: dict[str, Any] = {}
+    for a in analyses:
+        for k, v in a.data.items():
+            key = f"{a.label}: {k}" if len(analyses) > 1 else k
+            data[key] = v
+    paths = rpt.write_report(out, metrics, frames, [a.manifest for a in analyses], data=data)
+    say(f"report written: {paths.html}")
+    return out
