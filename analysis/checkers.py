@@ -960,9 +960,30 @@ def assignment_spans(events: DataFrame, bounds: DataFrame | None = None) -> Data
     """Each member's latest completed assignment: ``protocol, group, member, s, e, partitions``.
 
     From ``rebalance_completed`` (its ``partitions``) and ``rebalance_failed``
-    (nothing) until the member's next one, its stop or its crash (``partitions``
-    null: not a live member).
+    (nothing) until the member's next one, its stop, its crash, or the
+    coordinator's ``member_removed`` of its member id (``partitions`` null: not
+    in the group). The last one is what the coordinator's assignment is about:
+    a member expelled while paused still believes in its old assignment (the
+    zombie, reported as double ownership), but the group's next assignment is
+    computed without it.
     """
+    ids = (
+        events.where(F.col("member").isNotNull() & F.col("member_id").isNotNull())
+        .select("protocol", "group", "member_id", "member")
+        .distinct()
+    )
+    removed = (
+        events.where(
+            (F.col("kind") == K.MEMBER_REMOVED.value)
+            & F.col("member").isNull()
+            & F.col("member_id").isNotNull()
+        )
+        .select("protocol", "group", "member_id", F.col("t_emu_ms").alias("s"))
+        .join(ids, ["protocol", "group", "member_id"])
+        .select(
+            "protocol", "group", "member", "s", F.lit(None).cast("string").alias("partitions")
+        )
+    )
     ev = events.where(
         F.col("member").isNotNull()
         & F.col("kind").isin(
@@ -979,7 +1000,7 @@ def assignment_spans(events: DataFrame, bounds: DataFrame | None = None) -> Data
         F.when(F.col("kind") == K.REBALANCE_COMPLETED.value, F.coalesce("partitions", F.lit("")))
         .when(F.col("kind") == K.REBALANCE_FAILED.value, F.lit(""))
         .alias("partitions"),
-    )
+    ).transform(_union, removed)
     w = Window.partitionBy("protocol", "group", "member").orderBy("s")
     bounds = bounds if bounds is not None else run_bounds(events)
     ev = ev.withColumn("e", F.lead("s").over(w)).join(F.broadcast(bounds), "protocol")
@@ -1077,6 +1098,7 @@ _CONTROL_KINDS: Final = (
     K.REBALANCE_COMPLETED.value,
     K.REBALANCE_FAILED.value,
     K.GROUP_STATE_CHANGED.value,
+    K.MEMBER_REMOVED.value,
 )
 _CONTROL_COLS: Final = (
     "protocol",

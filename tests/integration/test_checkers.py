@@ -27,6 +27,8 @@ from emulator.summary import summarize
 
 pytestmark = [pytest.mark.spark]
 
+MODERN = [p for p in PROTOCOLS if p != "zookeeper"]
+
 
 def every_anomaly(protocol: str) -> H:
     """One history with each anomaly once (or twice), on its own partition.
@@ -204,6 +206,23 @@ def clean(protocol: str) -> H:
     return h
 
 
+def zombie(protocol: str) -> H:
+    """Group ``zombie`` on topic ``z`` (modern): c-1 stops dead, the coordinator
+    expels it, c-0 is given both partitions while c-1 still believes it owns z:1,
+    until it wakes and loses it. Double ownership, but a valid assignment: the
+    coordinator assigned without the expelled member."""
+    h = H(protocol=protocol, group="zombie").produce("z", 0, 0, 10, at=1)
+    h.produce("z", 1, 0, 10, at=1).start("c-0", at=0).start("c-1", at=0)
+    h.group_state("PreparingRebalance", at=1)
+    h.rebalance("c-0", 1, 5, ["z:0"]).rebalance("c-1", 1, 5, ["z:1"])
+    h.assign("c-0", ["z:0"], at=5).assign("c-1", ["z:1"], at=5).group_state("Stable", at=5)
+    h.process("c-0", "z", 0, 0, 10, start=5, end=15).process("c-1", "z", 1, 0, 5, start=5, end=15)
+    h.member_removed("c-1", at=50, reason="session_timeout").group_state("PreparingRebalance", 50)
+    h.rebalance("c-0", 50, 60, ["z:0", "z:1"]).assign("c-0", ["z:1"], at=60)
+    h.group_state("Stable", at=60).process("c-0", "z", 1, 5, 10, start=60, end=70)
+    return h.lose("c-1", ["z:1"], at=80)
+
+
 def _key(r: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(r[f.name]) for f in ANOMALY_SCHEMA.fields)
 
@@ -213,6 +232,7 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     """Every protocol's history through the checkers at once (one Spark job)."""
     frames = [every_anomaly(p).df(spark) for p in PROTOCOLS]
     frames += [clean(p).df(spark) for p in PROTOCOLS]
+    frames += [zombie(p).df(spark) for p in MODERN]
     df = frames[0]
     for f in frames[1:]:
         df = df.unionByName(f)
@@ -241,12 +261,21 @@ def test_history_events_are_valid() -> None:
 def test_anomaly_rows_exact(
     results: dict[str, list[dict[str, Any]]], protocol: str, kind: str
 ) -> None:
-    rows = [r for r in results[protocol] if r["group"] != "clean" and r["topic"] != "u"]
+    rows = [r for r in results[protocol] if r["group"] == "g"]
     got = sorted((r for r in rows if r["kind"] == kind), key=_key)
     want = sorted((r for r in expected(protocol) if r["kind"] == kind), key=_key)
     assert got == want
     assert got, "every anomaly kind shows in every protocol's history"
     assert all(r["allowed"] is (kind in ALLOWED[protocol]) for r in got)
+
+
+@pytest.mark.parametrize("protocol", MODERN)
+def test_an_expelled_member_is_out_of_the_assignment(
+    results: dict[str, list[dict[str, Any]]], protocol: str
+) -> None:
+    rows = [r for r in results[protocol] if r["group"] == "zombie"]
+    got = [(r["kind"], r["partition"], r["t_start_ms"], r["t_end_ms"]) for r in rows]
+    assert got == [(DOUBLE_OWNERSHIP, 1, 60.0, 80.0)]
 
 
 def test_allowed_lists_are_explicit() -> None:
