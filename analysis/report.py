@@ -363,28 +363,42 @@ def plot_ownership(
         )
         shown = keys[:MAX_TIMELINE_ROWS]
         ypos = {k: i for i, k in enumerate(shown)}
-        for r in sub.itertuples():
-            k = (str(r.topic), int(r.partition))
-            if k not in ypos:
+        # One artist per (row, owner), not per interval: a long run has tens of
+        # thousands of intervals, and an artist each costs minutes to draw.
+        bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+        for topic, part, member, start, stop in zip(
+            sub["topic"],
+            sub["partition"],
+            sub["member"],
+            sub["t_start_ms"],
+            sub["t_end_ms"],
+            strict=True,
+        ):
+            y = ypos.get((str(topic), int(part)))
+            if y is None:
                 continue
-            t0 = float(r.t_start_ms) / 1000.0
-            t1 = (float(r.t_end_ms) if pd.notna(r.t_end_ms) else end_ms) / 1000.0
+            t0 = float(start) / 1000.0
+            t1 = (float(stop) if pd.notna(stop) else end_ms) / 1000.0
+            bars.setdefault((y, str(member)), []).append((t0, max(t1 - t0, 0.01)))
+        for (y, member), xr in bars.items():
             ax.broken_barh(
-                [(t0, max(t1 - t0, 0.01))],
-                (ypos[k] - 0.4, 0.8),
-                facecolors=colors.get(str(r.member), "#1f77b4"),
-                linewidth=0,
+                xr, (y - 0.4, 0.8), facecolors=colors.get(member, "#1f77b4"), linewidth=0
             )
         for frame_, color, hatch in ((gaps, GAP_COLOR, "///"), (doubles, DOUBLE_COLOR, "xxxx")):
-            for r in frame_[frame_["protocol"] == s].itertuples():
-                k = (str(r.topic), int(r.partition))
-                if k not in ypos:
+            marked: dict[int, list[tuple[float, float]]] = {}
+            f = frame_[frame_["protocol"] == s]
+            for topic, part, start, stop in zip(
+                f["topic"], f["partition"], f["t_start_ms"], f["t_end_ms"], strict=True
+            ):
+                y = ypos.get((str(topic), int(part)))
+                if y is None:
                     continue
-                t0 = float(r.t_start_ms) / 1000.0
-                t1 = float(r.t_end_ms) / 1000.0
+                t0 = float(start) / 1000.0
+                marked.setdefault(y, []).append((t0, max(float(stop) / 1000.0 - t0, 0.02)))
+            for y, xr in marked.items():
                 ax.broken_barh(
-                    [(t0, max(t1 - t0, 0.02))],
-                    (ypos[k] - 0.45, 0.9),
+                    xr,
+                    (y - 0.45, 0.9),
                     facecolors="none",
                     edgecolors=color,
                     hatch=hatch,
