@@ -304,13 +304,12 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
     )
     h = h.withColumn("_on", F.col("_n") >= 2)
     h = h.withColumn("_prev_on", F.coalesce(F.lag("_on").over(w), F.lit(False)))
-    h = h.withColumn(
-        "_next_off",
-        F.first(F.when(~F.col("_on"), F.col("t")), ignorenulls=True).over(
-            w.rowsBetween(1, Window.unboundedFollowing)
-        ),
-    )
-    starts = h.where(F.col("_on") & ~F.col("_prev_on"))
+    # Only the transitions (on -> off, off -> on) matter and they alternate, so a
+    # window opened at a start closes at the next transition. (A "first later
+    # row that is off" over an unbounded-following frame is quadratic in Spark.)
+    tr = h.where(F.col("_on") != F.col("_prev_on"))
+    tr = tr.withColumn("_next_off", F.lead("t").over(w))
+    starts = tr.where(F.col("_on"))
     return starts.select(
         *keys, F.col("t").alias("w_start"), F.col("_next_off").alias("w_end")
     ).where(F.col("w_end") > F.col("w_start"))
@@ -421,13 +420,11 @@ def ownership_intervals_all(events: DataFrame, bounds: DataFrame | None = None) 
     ch = ownership_changes(events)
     w = Window.partitionBy(*GTP, "member").orderBy("t", "typ")
     ch = ch.withColumn("_prev", F.lag("typ").over(w))
-    ch = ch.withColumn(
-        "_end",
-        F.first(F.when(F.col("typ") == 0, F.col("t")), ignorenulls=True).over(
-            w.rowsBetween(1, Window.unboundedFollowing)
-        ),
-    )
-    starts = ch.where((F.col("typ") == 1) & (F.coalesce(F.col("_prev"), F.lit(0)) == 0))
+    # Claims and releases alternate once repeats are dropped: an interval that
+    # starts at a first claim ends at the next change, the first release after it.
+    ch = ch.where(F.col("typ") != F.coalesce(F.col("_prev"), F.lit(0)))
+    ch = ch.withColumn("_end", F.lead("t").over(w))
+    starts = ch.where(F.col("typ") == 1)
     bounds = bounds if bounds is not None else run_bounds(events)
     return starts.join(F.broadcast(bounds), "protocol").select(
         *GTP,
