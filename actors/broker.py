@@ -397,6 +397,12 @@ class BrokerCore:
             self._zk = None
         self.events.close()
 
+    def where(self) -> dict[str, Any]:
+        """This actor's node and wall clock (:func:`actors.placement.node_report`)."""
+        from actors.placement import node_report
+
+        return node_report()
+
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up)."""
         self.clock.rebase(origin_wall)

@@ -29,6 +29,7 @@ import ray
 from actors.broker import BrokerActor
 from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
+from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
 from emulator.eventlog import read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
@@ -134,6 +135,11 @@ class ProtocolRun:
         self.member_host: dict[str, int] = {}
         self.dead_hosts: set[int] = set()
         self.ensemble: Any = None  # the embedded ZooKeeper ensemble, for its faults
+        # actor -> node and each node's clock offset (actors.placement.measure_nodes)
+        self.placement_report: dict[str, Any] = {}
+        self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
+        self.live_members: set[str] = set()  # started, not yet left or crashed
+        self._log: Any = None
 
     # ------------------------------------------------------------- set-up
 
@@ -334,6 +340,7 @@ class ProtocolRun:
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
         log = ctx.writer("orchestrator", clock)
+        self._log = log
         try:
             log.emit(
                 EventKind.RUN_STARTED,
@@ -349,7 +356,9 @@ class ProtocolRun:
             ray.get([h.start.remote(False) for h in self.brokers.values()], timeout=120)
             ray.get([h.start_controller.remote() for h in self.brokers.values()], timeout=120)
             topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
-            self.producer = ProducerActor.remote(
+            self.producer = ProducerActor.options(
+                **actor_options(sc.placement, "producer")
+            ).remote(
                 0,
                 ctx,
                 topics,
@@ -359,8 +368,22 @@ class ProtocolRun:
                 sc.producer.explicit_partition,
                 self.brokers,
             )
-            self.hosts = [ConsumerHostActor.remote(i, ctx, self.brokers) for i in range(n_hosts)]
+            host_opts = actor_options(sc.placement, "consumer_hosts")
+            self.hosts = [
+                ConsumerHostActor.options(**host_opts).remote(i, ctx, self.brokers)
+                for i in range(n_hosts)
+            ]
             ray.get([h.start.remote() for h in self.hosts], timeout=120)
+            self.placement_report = measure_nodes(
+                {
+                    **{f"broker-{b}": a for b, a in self.brokers.items()},
+                    "producer-0": self.producer,
+                    **{f"host-{i}": h for i, h in enumerate(self.hosts)},
+                }
+            )
+            self.placement_report["members"] = {
+                m: f"host-{h}" for m, h in sorted(self.member_host.items())
+            }
             # Every actor is up: fix emulated time 0 a moment from now, everywhere.
             origin = time.time() + 0.5
             ray.get(
@@ -407,6 +430,7 @@ class ProtocolRun:
         finally:
             log.emit(EventKind.RUN_FINISHED)
             log.close()
+            self._log = None
 
     # ------------------------------------------------------------- timeline
 
@@ -489,24 +513,24 @@ class ProtocolRun:
                     )
                 else:
                     call = host.restart.remote(name, action.downtime_s * 1000.0)
-                ray.get(call, timeout=120)
+                self._gather({self.member_host[name]: call}, 120)
+                if kind in ("leave", "crash"):
+                    self.live_members.discard(name)
         elif kind in ("network_partition", "subscribe"):
-            by_host: dict[int, list[str]] = {}
+            targets: dict[int, list[str]] = {}
             for name in action.members:
                 h = self.member_host.get(name)
                 if h is not None and h not in self.dead_hosts:
-                    by_host.setdefault(h, []).append(name)
-            calls = []
-            for h, names in by_host.items():
+                    targets.setdefault(h, []).append(name)
+            calls: dict[int, Any] = {}
+            for h, names in targets.items():
                 if kind == "network_partition":
-                    calls.append(
-                        self.hosts[h].partition.remote(
-                            names, action.target, action.duration_s * 1000.0
-                        )
+                    calls[h] = self.hosts[h].partition.remote(
+                        names, action.target, action.duration_s * 1000.0
                     )
                 else:
-                    calls.append(self.hosts[h].subscribe.remote(names, list(action.topics)))
-            ray.get(calls, timeout=120)
+                    calls[h] = self.hosts[h].subscribe.remote(names, list(action.topics))
+            self._gather(calls, 120)
         elif kind == "host_crash":
             self.crash_host(int(action.host))
         elif kind == "broker_crash":
@@ -540,6 +564,7 @@ class ProtocolRun:
         """
         self.dead_hosts.add(index)
         ray.kill(self.hosts[index], no_restart=True)
+        self._members_died(index, "host_crash")
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow a topic, as ``kafka-topics.sh --alter --partitions`` does (AdminUtils).
@@ -596,16 +621,70 @@ class ProtocolRun:
                 if legacy
                 else 0.0,
             )
+            if self.member_host[name] in self.dead_hosts:
+                continue  # its host is gone (a lost node): it cannot start
             by_host.setdefault(self.member_host[name], []).append(spec)
-        ray.get(
-            [self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()], timeout=300
+            self.live_members.add(name)
+        self._gather(
+            {h: self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()}, 300
         )
+
+    def _gather(self, calls: dict[int, Any], timeout: float) -> dict[int, Any]:
+        """Results of one call per consumer host; a host found dead is recorded as lost.
+
+        A host actor dies unasked when its node leaves the Ray cluster (a
+        machine lost): the run goes on without it, as a Kafka group goes on
+        without a crashed machine's consumers.
+        """
+        out: dict[int, Any] = {}
+        for i, ref in calls.items():
+            try:
+                out[i] = ray.get(ref, timeout=timeout)
+            except ray.exceptions.RayActorError as exc:
+                self._host_lost(i, exc)
+        return out
+
+    def _host_lost(self, index: int, exc: BaseException | None = None) -> None:
+        """Record that consumer host ``index`` died without being asked to."""
+        if index in self.dead_hosts:
+            return
+        self.dead_hosts.add(index)
+        self.lost_hosts.add(index)
+        node = self.placement_report.get("actors", {}).get(f"host-{index}")
+        why = type(exc).__name__ if exc is not None else "gone"
+        note = (
+            f"consumer host {index} was lost ({why}; node {str(node)[:12] or '?'}): "
+            f"its members died with it"
+        )
+        self.notes.append(note)
+        if self._log is not None:
+            self._log.emit(
+                EventKind.FAULT_INJECTED,
+                reason="host_lost",
+                detail=json.dumps({"host": index, "node": node, "error": why}),
+                group=self.scenario.group.id,
+            )
+        self._members_died(index, "host_lost")
+
+    def _members_died(self, index: int, reason: str) -> None:
+        """``consumer_crashed`` for every live member of host ``index`` (the host died)."""
+        for name in sorted(n for n, h in self.member_host.items() if h == index):
+            if name in self.live_members:
+                self.live_members.discard(name)
+                if self._log is not None:
+                    self._log.emit(
+                        EventKind.CONSUMER_CRASHED,
+                        member=name,
+                        group=self.scenario.group.id,
+                        reason=reason,
+                    )
 
     def _live_hosts(self) -> list[Any]:
         return [h for i, h in enumerate(self.hosts) if i not in self.dead_hosts]
 
     def _live_stats(self) -> dict[str, Any]:
-        stats = ray.get([h.stats.remote() for h in self._live_hosts()], timeout=60)
+        live = [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
+        stats = list(self._gather({i: self.hosts[i].stats.remote() for i in live}, 60).values())
         out: dict[str, Any] = {"protocol": self.protocol}
         for key in (
             "members",
@@ -651,7 +730,8 @@ class ProtocolRun:
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             hw: dict[tuple[str, int], int] = {}
-            for r in ray.get([h.progress.remote() for h in self._live_hosts()], timeout=60):
+            live = [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
+            for r in self._gather({i: self.hosts[i].progress.remote() for i in live}, 60).values():
                 for tp, end in r.items():
                     hw[tp] = max(hw.get(tp, 0), end)
             behind = sum(max(0, e - hw.get(tp, 0)) for tp, e in ends.items())
@@ -691,7 +771,9 @@ class ProtocolRun:
         deadline = time.monotonic() + 30.0
         while True:
             try:
-                return BrokerActor.options(name=name).remote(
+                return BrokerActor.options(
+                    name=name, **actor_options(self.scenario.placement, "brokers")
+                ).remote(
                     broker_id,
                     ctx,
                     [],
@@ -821,7 +903,21 @@ def run_scenario(
         manifest["zookeeper"] = zk_info
         write_manifest(mpath, manifest)
         ensure_ray(ray_address)
-        manifest["ray"] = {"address": ray_address or "local", "nodes": len(ray.nodes())}
+        manifest["ray"] = {
+            "address": ray_address or "local",
+            "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+        }
+        try:
+            check_placement(
+                scenario.placement,
+                {
+                    "brokers": scenario.cluster.brokers,
+                    "producer": 1,
+                    "consumer_hosts": scenario.host_count,
+                },
+            )
+        except PlacementError as exc:
+            raise RunError(str(exc)) from None
         for protocol in protocols:
             pr = ProtocolRun(scenario, protocol, out_dir, run_id, zk_hosts, status, validate_events)
             pr.ensemble = ensemble
@@ -836,6 +932,8 @@ def run_scenario(
                         "counts": r.summary.to_dict(),
                         "notes": r.notes,
                         "events_dir": f"{protocol}/events",
+                        "placement": pr.placement_report,
+                        "lost_hosts": sorted(pr.lost_hosts),
                     }
                     write_manifest(mpath, manifest)
             results.append(result)

@@ -220,6 +220,12 @@ class ProducerCore:
         """Counts for the live display."""
         return {"produced": self.produced, "failed": self.failed}
 
+    def where(self) -> dict[str, Any]:
+        """This actor's node and wall clock (:func:`actors.placement.node_report`)."""
+        from actors.placement import node_report
+
+        return node_report()
+
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up)."""
         self.clock.rebase(origin_wall)

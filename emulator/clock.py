@@ -9,7 +9,8 @@ is what the unit tests use.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -78,3 +79,26 @@ class ScaledClock:
     def wall_at(self, emulated_ms: float) -> float:
         """The monotonic time at which the emulated clock reads ``emulated_ms``."""
         return self._mono_origin + emulated_ms / 1000.0 * self.time_scale
+
+
+def skew_bound_ms(nodes: Mapping[str, Mapping[str, Any]], ids: Iterable[str]) -> float:
+    """The largest possible wall-clock disagreement between the given nodes, in ms.
+
+    ``nodes``: node id -> ``{"offset_ms", "bound_ms"}``, each node's measured
+    wall-clock offset from the driver and its uncertainty (the manifest's
+    ``protocols.<p>.placement.nodes``, from ``actors.placement.measure_nodes``).
+
+    For two nodes it is ``|offset_a - offset_b| + bound_a + bound_b``; a node
+    not measured makes the bound infinite.
+    """
+    known: list[tuple[float, float]] = []
+    for nid in set(ids):
+        n = nodes.get(nid)
+        if n is None:
+            return float("inf")
+        known.append((float(n["offset_ms"]), float(n["bound_ms"])))
+    if len(known) < 2:
+        return 0.0
+    return max(
+        abs(a - b) + ea + eb for i, (a, ea) in enumerate(known) for (b, eb) in known[i + 1 :]
+    )

@@ -48,6 +48,12 @@ Format, with every default::
     [kafka]                      # any key of KAFKA_CONFIG_KEYS, with its Kafka type
     "rebalance.max.retries" = 4
 
+    [placement]                  # where the Ray actors go on a cluster (an emulator knob)
+    brokers = "default"          # "default" (Ray's own choice) | "spread" (one per node
+    producer = "default"         # as far as they go) | "resource:NAME" (nodes that have
+    consumer_hosts = "default"   # the Ray custom resource NAME, e.g. emu_consumer) |
+                                 # "node:IP" (the node with that address)
+
     [[timeline]]                 # any order in the file; run in time order (ties: file order)
     at_s = 10.0                  # required, 0 <= at_s <= duration_s
     action = "join"              # required, one of TIMELINE_ACTIONS (below)
@@ -726,6 +732,47 @@ class GroupSpec:
         return random.Random(f"{seed}/zk-latency/{member}").uniform(0.0, self.zk_latency_ms)
 
 
+PLACEMENT_ROLES: Final = ("brokers", "producer", "consumer_hosts")
+"""The kinds of Ray actor a ``[placement]`` table places."""
+
+_PLACEMENT_RE: Final = re.compile(
+    r"default|spread|resource:[A-Za-z0-9_.\-]{1,100}|node:[0-9A-Za-z.:\-]{1,100}"
+)
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """``[placement]``: which Ray nodes run which actors (an emulator knob; Kafka has none).
+
+    Each role is ``"default"`` (Ray's scheduler decides), ``"spread"`` (Ray's
+    SPREAD strategy: across the nodes), ``"resource:NAME"`` (only nodes started
+    with the custom resource ``NAME``, as the configs in ``deploy/`` start
+    broker and consumer nodes with ``emu_broker`` and ``emu_consumer``) or
+    ``"node:IP"`` (the node with that address; Ray gives every node the
+    resource ``node:<ip>``).
+    """
+
+    brokers: str = "default"
+    producer: str = "default"
+    consumer_hosts: str = "default"
+
+    def of(self, role: str) -> str:
+        """The placement of ``role`` (one of :data:`PLACEMENT_ROLES`)."""
+        if role not in PLACEMENT_ROLES:
+            raise KeyError(role)
+        value: str = getattr(self, role)
+        return value
+
+    def resource(self, role: str) -> str | None:
+        """The Ray resource ``role``'s actors need, if any (``node:IP`` is one too)."""
+        value = self.of(role)
+        if value.startswith("resource:"):
+            return value[len("resource:") :]
+        if value.startswith("node:"):
+            return value
+        return None
+
+
 @dataclass(frozen=True)
 class TimelineEvent:
     """One ``[[timeline]]`` entry, as written (defaults applied, choices not yet made).
@@ -852,6 +899,7 @@ class Scenario:
     timeline: tuple[TimelineEvent, ...] = ()
     source: str = "<string>"
     kafka_version: str = "3.9"
+    placement: PlacementSpec = field(default_factory=PlacementSpec)
 
     # ---- topics and membership
 
@@ -1051,6 +1099,7 @@ class Scenario:
                 "zk_latency_ms": self.group.zk_latency_ms,
             },
             "kafka": dict(sorted(self.kafka.items())),
+            "placement": {r: self.placement.of(r) for r in PLACEMENT_ROLES},
             "kafka_effective": {p: self.effective_kafka_config(p) for p in PROTOCOLS},
             "timeline": [e.to_dict() for e in self.timeline],
             "membership_plan": [
@@ -1652,6 +1701,7 @@ class _Parser:
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
         kafka = self.kafka(self.table(doc, "kafka"))
+        placement = self.placement(self.table(doc, "placement"))
         timeline = self.timeline(doc, duration_s, cluster, topic_names)
         scenario = Scenario(
             name=name,
@@ -1667,12 +1717,28 @@ class _Parser:
             timeline=timeline,
             source=self.source,
             kafka_version=kafka_version,
+            placement=placement,
         )
         try:
             _expansion(scenario)
         except _TimelineError as err:
             self.fail(err.key, str(err))
         return scenario
+
+    def placement(self, table: dict[str, object]) -> PlacementSpec:
+        self.check_keys(table, PLACEMENT_ROLES, _in_section("placement"))
+        values = {
+            role: self.string(
+                table,
+                role,
+                f"[placement].{role}",
+                "default",
+                pattern=_PLACEMENT_RE,
+                requirement='"default", "spread", "resource:NAME" or "node:IP"',
+            )
+            for role in PLACEMENT_ROLES
+        }
+        return PlacementSpec(**values)
 
     def cluster(self, table: dict[str, object]) -> ClusterSpec:
         self.check_keys(table, ("brokers", "zookeeper_ensemble"), _in_section("cluster"))
@@ -2059,9 +2125,10 @@ _TOP_KEYS: Final = (
     "producer",
     "group",
     "kafka",
+    "placement",
     "timeline",
 )
-_SECTIONS: Final = ("cluster", "producer", "group", "kafka")
+_SECTIONS: Final = ("cluster", "producer", "group", "kafka", "placement")
 _ARRAYS: Final = ("topics", "timeline")
 
 

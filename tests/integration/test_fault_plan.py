@@ -114,6 +114,13 @@ def test_cluster_faults_are_recorded_and_take_effect(
         if e["kind"] == "processed" and float(e["t_emu_ms"]) > 18_500
     }
     assert late and late <= {"c-0", "c-2"}
+    # ... and they are recorded as crashed there and then, for the checkers
+    crashed = [
+        (e["member"], round(float(e["t_emu_ms"]) / 1000.0))
+        for e in events
+        if e["kind"] == "consumer_crashed" and e["actor"] == "orchestrator"
+    ]
+    assert sorted(crashed) == [("c-1", 18), ("c-3", 18)]
     counts = entry["counts"]
     assert counts["produced"] > 0
     assert counts["unprocessed"] == 0, counts["partitions_unprocessed"]

@@ -1,0 +1,155 @@
+"""Runs on a Ray cluster of several nodes on this machine (``ray.cluster_utils.Cluster``).
+
+A head (the driver), a broker node (``emu_broker``) and two consumer nodes
+(``emu_consumer``, room for one consumer host each). A scenario's
+``[placement]`` puts the brokers and the producer on the broker node and the
+consumer hosts on the consumer nodes; the manifest records which node ran
+each actor and each node's measured clock offset. Then a consumer node is
+removed in the middle of a run: the run goes on without it and records the
+loss (a note, a ``host_lost`` fault, a ``consumer_crashed`` per member), and
+the surviving member takes over every partition.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator.eventlog import read_run_events
+from emulator.scenario import parse_scenario
+
+pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow, pytest.mark.timeout(600)]
+
+SCENARIO = """
+name = "{name}"
+seed = 5
+duration_s = {duration}
+time_scale = 0.5
+
+[cluster]
+brokers = 2
+zookeeper_ensemble = 1
+
+[[topics]]
+name = "t"
+partitions = 4
+replication_factor = 1
+
+[producer]
+rate_per_s = 40.0
+batch_size = 10
+
+[group]
+id = "cluster-group"
+consumers = 2
+consumers_per_host = 1
+processing_ms_per_message = 2.0
+
+[kafka]
+"zookeeper.session.timeout.ms" = 6000
+"session.timeout.ms" = 6000
+"group.consumer.min.session.timeout.ms" = 6000
+"group.consumer.session.timeout.ms" = 6000
+"auto.offset.reset" = "smallest"
+
+[placement]
+brokers = "resource:emu_broker"
+producer = "resource:emu_broker"
+consumer_hosts = "resource:emu_consumer"
+"""
+
+
+def _run(tmp_path: Path, name: str, duration: float, protocol: str) -> tuple[Any, Path]:
+    from actors.orchestrator import run_scenario
+
+    sc = parse_scenario(SCENARIO.format(name=name, duration=duration), name)
+    out = tmp_path / "run"
+    results = run_scenario(sc, [protocol], out)
+    return results[0], out
+
+
+def test_brokers_and_consumer_hosts_run_on_their_nodes(ray_cluster: Any, tmp_path: Path) -> None:
+    result, out = _run(tmp_path, "placed", 12.0, "zookeeper")
+    assert result.status == "completed"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ray"]["nodes"] == 4
+    placed = manifest["protocols"]["zookeeper"]["placement"]
+    actors = placed["actors"]
+    broker_node = ray_cluster.broker.node_id
+    consumer_nodes = {ray_cluster.consumer_a.node_id, ray_cluster.consumer_b.node_id}
+    assert {actors["broker-0"], actors["broker-1"], actors["producer-0"]} == {broker_node}
+    # one host per consumer node: each node has room for exactly one
+    assert {actors["host-0"], actors["host-1"]} == consumer_nodes
+    nodes = placed["nodes"]
+    assert set(nodes) == {broker_node, *consumer_nodes}
+    for n in nodes.values():
+        # one machine: the clocks agree to within the measurement's own bound
+        assert n["bound_ms"] >= 0.0 and abs(n["offset_ms"]) <= n["bound_ms"] + 5.0
+    assert sorted(nodes[broker_node]["actors"]) == ["broker-0", "broker-1", "producer-0"]
+    counts = manifest["protocols"]["zookeeper"]["counts"]
+    assert counts["produced"] > 0 and counts["unprocessed"] == 0
+    assert manifest["protocols"]["zookeeper"]["lost_hosts"] == []
+
+
+def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path: Path) -> None:
+    """Runs last in this module: it removes a node of the shared cluster."""
+    events_dir = tmp_path / "run" / "consumer" / "events"
+    removed = threading.Event()
+
+    def remove_when_running() -> None:
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline:
+            logs = {p.name for p in events_dir.glob("host-*.msgpack")}
+            if {"host-0.msgpack", "host-1.msgpack"} <= logs:
+                break
+            time.sleep(0.2)
+        else:
+            return
+        time.sleep(5.0)  # both members own partitions and process by now
+        ray_cluster.cluster.remove_node(ray_cluster.consumer_a, allow_graceful=False)
+        removed.set()
+
+    remover = threading.Thread(target=remove_when_running, daemon=True)
+    remover.start()
+    result, out = _run(tmp_path, "node-lost", 30.0, "consumer")
+    remover.join(timeout=30)
+    assert removed.is_set(), "the consumer node was never removed"
+    assert result.status == "completed"
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    proto = manifest["protocols"]["consumer"]
+    lost_node = ray_cluster.consumer_a.node_id
+    lost = [i for i in (0, 1) if proto["placement"]["actors"][f"host-{i}"] == lost_node]
+    assert proto["lost_hosts"] == lost and len(lost) == 1
+    host = lost[0]
+    gone, survivor = f"c-{host}", f"c-{1 - host}"
+    assert any(n.startswith(f"consumer host {host} was lost") for n in proto["notes"])
+
+    events = sorted(read_run_events(events_dir), key=lambda e: float(e["t_emu_ms"]))
+    orch = [e for e in events if e["actor"] == "orchestrator"]
+    lost_ev = [e for e in orch if e["kind"] == "fault_injected" and e.get("reason") == "host_lost"]
+    assert len(lost_ev) == 1 and json.loads(str(lost_ev[0]["detail"]))["host"] == host
+    crashed = [e["member"] for e in orch if e["kind"] == "consumer_crashed"]
+    assert crashed == [gone]
+    t_lost = float(lost_ev[0]["t_emu_ms"])
+    # the coordinator expels the lost member, and the survivor ends up owning everything
+    removed_ids = [
+        e for e in events if e["kind"] == "member_removed" and float(e["t_emu_ms"]) > t_lost - 5000
+    ]
+    assert removed_ids, "the coordinator never expelled the lost member"
+    owned: set[str] = set()  # the survivor's partitions at the scenario's end (before shutdown)
+    for e in events:
+        if e.get("member") != survivor or float(e["t_emu_ms"]) > 30_000:
+            continue
+        parts = {p for p in str(e.get("partitions") or "").split(",") if p}
+        if e["kind"] == "partitions_assigned":
+            owned |= parts
+        elif e["kind"] in ("partitions_revoked", "partitions_lost"):
+            owned -= parts
+    assert owned == {"t:0", "t:1", "t:2", "t:3"}
+    assert proto["counts"]["unprocessed"] == 0
