@@ -158,6 +158,7 @@ def analyze_run(
     manifest = check_run_dir(run_dir)
     name = label or run_dir.name
     say(f"{name}: loading event logs from {run_dir}")
+    shuffle_before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         with ticking(say, f"{name}: loading event logs", spark):
             loaded = load_events(spark, str(run_dir))
@@ -170,6 +171,11 @@ def analyze_run(
             )
             events = loaded.events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)
             n_events = events.count()
+            # The checkers' shuffles (sweeps over the processed batches, offset
+            # segments) must not put millions of rows in one task: a hash
+            # aggregate feeding a window's sort then runs out of execution
+            # memory (AGGREGATE_OUT_OF_MEMORY at 30 M events with 2 partitions).
+            spark.conf.set("spark.sql.shuffle.partitions", str(parts))
     except Exception as exc:  # EventLogError, or a corrupt record met in a Spark task
         err = event_log_error(exc)
         if err is None:
@@ -205,8 +211,13 @@ def analyze_run(
                 rpt.ANOMALIES: anomalies.toPandas(),
             }
         anomalies.unpersist()
+        frames[rpt.ANOMALIES], skew = clock_skew(frames[rpt.ANOMALIES], manifest)
+        for proto, info in skew.items():
+            if proto in metrics:
+                metrics[proto]["clock_skew"] = info
     finally:
         events.unpersist()
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
     data = {
         "event log files": loaded.files,
         "events": n_events,
@@ -214,6 +225,67 @@ def analyze_run(
         "truncated bytes skipped": sum(b for _, b in loaded.truncated),
     }
     return RunAnalysis(run_dir, name, manifest, metrics, frames, data)
+
+
+_CROSS_KINDS = ("double_ownership", "double_processing")
+
+
+def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Which double-ownership / double-processing windows hold whatever the clocks did.
+
+    Events carry each node's own wall clock turned into emulated time, so a
+    window between two members on different nodes could be an artefact of
+    clock skew if it is shorter than the skew bound between their nodes (the
+    measured offsets and their uncertainties in the manifest's
+    ``protocols.<p>.placement``, divided by the time scale). Members on one
+    node share one clock: their windows are certain.
+
+    Returns:
+        the anomalies with ``skew_bound_ms`` (emulated ms) and ``certain`` for
+        those two kinds (None where the run recorded no placement), and per
+        protocol ``{nodes, bound_wall_ms, bound_emu_ms, cross_node_windows,
+        uncertain_windows}``.
+    """
+    import pandas as pd
+
+    from emulator.clock import skew_bound_ms
+
+    an = anomalies.copy()
+    an["skew_bound_ms"] = pd.Series([None] * len(an), dtype="object", index=an.index)
+    an["certain"] = pd.Series([None] * len(an), dtype="object", index=an.index)
+    summary: dict[str, dict[str, Any]] = {}
+    scale = float((manifest.get("scenario") or {}).get("time_scale") or 1.0)
+    for proto, entry in (manifest.get("protocols") or {}).items():
+        placement = (entry or {}).get("placement") or {}
+        nodes = placement.get("nodes") or {}
+        actors = placement.get("actors") or {}
+        members = placement.get("members") or {}
+        if not nodes or not members:
+            continue  # a run from before placement was recorded: nothing to say
+        host_nodes = {actors[h] for h in members.values() if h in actors}
+        bound_wall = skew_bound_ms(nodes, host_nodes)
+        cross = uncertain = 0
+        rows = an.index[(an["protocol"] == proto) & an["kind"].isin(_CROSS_KINDS)]
+        for i in rows:
+            a = actors.get(members.get(str(an.at[i, "member"]), ""))
+            b = actors.get(members.get(str(an.at[i, "other_member"]), ""))
+            if a is None or b is None:
+                continue
+            bound = 0.0 if a == b else skew_bound_ms(nodes, [a, b]) / scale
+            length = float(an.at[i, "t_end_ms"]) - float(an.at[i, "t_start_ms"])
+            an.at[i, "skew_bound_ms"] = round(bound, 3)
+            an.at[i, "certain"] = bool(length > bound)
+            if a != b:
+                cross += 1
+                uncertain += int(length <= bound)
+        summary[proto] = {
+            "nodes": len(host_nodes),
+            "bound_wall_ms": round(bound_wall, 3),
+            "bound_emu_ms": round(bound_wall / scale, 3),
+            "cross_node_windows": cross,
+            "uncertain_windows": uncertain,
+        }
+    return an, summary
 
 
 def group_size(manifest: Mapping[str, Any]) -> int | None:

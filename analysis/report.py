@@ -835,7 +835,12 @@ def write_report(
     else:
         md += [
             "`allowed` says whether the protocol's guarantees permit the anomaly "
-            "(see `analysis.checkers.ALLOWED`).",
+            "(see `analysis.checkers.ALLOWED`). Times are each node's own clock: "
+            "a double ownership or double processing between members on different "
+            "nodes is certain only when longer than the clock-skew bound between "
+            "them (metrics `clock_skew.bound_emu_ms`, from the offsets measured at "
+            "the start of the run; `clock_skew.uncertain_windows` counts those that "
+            "are not).",
             "",
             _md_table(summary, index=False),
             "",

@@ -136,6 +136,8 @@ def test_compare_writes_the_report(small_run: Path, report_dir: Path) -> None:
         assert _find(m, "produced") == counts["produced"]
         assert _find(m, "processed") == counts["processed"]
         assert _find(m, "loss") in (0, None)
+        # one machine, one clock: every consumer host on one node, nothing uncertain
+        assert m["clock_skew"]["nodes"] == 1 and m["clock_skew"]["uncertain_windows"] == 0
     # every partition was owned in both protocols
     timeline = {r["protocol"]: r for r in payload["timeline"]}
     assert set(timeline) == set(PROTOCOLS)

@@ -351,3 +351,60 @@ def test_timeline_actions_are_marked_once() -> None:
         ("zookeeper", 8_000.0, "join x2"),
         ("zookeeper", 16_000.4, "pause"),
     ]
+
+
+def test_clock_skew_marks_cross_node_windows_it_cannot_vouch_for() -> None:
+    import pandas as pd
+
+    from analysis.compare import clock_skew
+
+    manifest = {
+        "scenario": {"time_scale": 0.5},
+        "protocols": {
+            "consumer": {
+                "placement": {
+                    "members": {"c-0": "host-0", "c-1": "host-1", "c-2": "host-0"},
+                    "actors": {"host-0": "A", "host-1": "B", "broker-0": "C"},
+                    "nodes": {
+                        "A": {"offset_ms": 0.0, "bound_ms": 1.0},
+                        "B": {"offset_ms": 10.0, "bound_ms": 1.0},
+                        "C": {"offset_ms": 500.0, "bound_ms": 1.0},  # no consumer there
+                    },
+                }
+            },
+            "zookeeper": {},  # recorded no placement: nothing said
+        },
+    }
+
+    def row(proto: str, kind: str, a: str | None, b: str | None, s: float, e: float) -> dict:
+        return {
+            "protocol": proto,
+            "kind": kind,
+            "member": a,
+            "other_member": b,
+            "t_start_ms": s,
+            "t_end_ms": e,
+        }
+
+    anomalies = pd.DataFrame(
+        [
+            row("consumer", "double_ownership", "c-0", "c-1", 100.0, 120.0),  # 20 <= 24
+            row("consumer", "double_ownership", "c-1", "c-0", 200.0, 230.0),  # 30 > 24
+            row("consumer", "double_processing", "c-0", "c-2", 300.0, 301.0),  # one node
+            row("consumer", "loss", None, None, 0.0, 0.0),
+            row("zookeeper", "double_ownership", "c-0", "c-1", 100.0, 101.0),
+        ]
+    )
+    out, summary = clock_skew(anomalies, manifest)
+    # the bound: |0 - 10| + 1 + 1 = 12 wall ms, 24 emulated ms at time scale 0.5
+    assert summary == {
+        "consumer": {
+            "nodes": 2,
+            "bound_wall_ms": 12.0,
+            "bound_emu_ms": 24.0,
+            "cross_node_windows": 2,
+            "uncertain_windows": 1,
+        }
+    }
+    assert out["certain"].tolist() == [False, True, True, None, None]
+    assert out["skew_bound_ms"].tolist() == [24.0, 24.0, 0.0, None, None]
