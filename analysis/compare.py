@@ -35,6 +35,10 @@ ROWS_PER_PARTITION = 500_000
 """Events per partition of the cached event table (at least one partition per core)."""
 
 
+MEMORY_CACHE_MAX_EVENTS = 5_000_000
+"""Runs up to this many events are cached in memory for the checkers, larger ones on disk."""
+
+
 class CompareError(ValueError):
     """A run directory that cannot be compared (one-line message)."""
 
@@ -169,7 +173,15 @@ def analyze_run(
                 spark.sparkContext.defaultParallelism,
                 math.ceil(loaded.records / ROWS_PER_PARTITION),
             )
-            events = loaded.events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)
+            # Cached in memory, a large run's events hold the storage memory that
+            # the checkers' aggregations need (AGGREGATE_OUT_OF_MEMORY at 30 M
+            # events with a 4 GB driver); on local disk they leave it free.
+            level = (
+                StorageLevel.MEMORY_AND_DISK
+                if loaded.records <= MEMORY_CACHE_MAX_EVENTS
+                else StorageLevel.DISK_ONLY
+            )
+            events = loaded.events.coalesce(parts).persist(level)
             n_events = events.count()
             # The checkers' shuffles (sweeps over the processed batches, offset
             # segments) must not put millions of rows in one task: a hash

@@ -41,6 +41,7 @@ Usage::
     .venv/bin/python tests/bench/bench_analysis.py                 # 1, 10, 30 M
     .venv/bin/python tests/bench/bench_analysis.py --sizes 1       # quick
     .venv/bin/python tests/bench/bench_analysis.py --sizes 1,10 --no-compare
+    .venv/bin/python tests/bench/bench_analysis.py --sizes 30 --compare-only --append
 """
 
 from __future__ import annotations
@@ -446,7 +447,9 @@ def _run_parts(spark: Any, run: Path, why: str) -> dict[str, Any]:
     return res
 
 
-def bench_size(spark: Any, millions: float, root: Path, do_compare: bool) -> dict[str, Any]:
+def bench_size(
+    spark: Any, millions: float, root: Path, do_compare: bool, compare_only: bool = False
+) -> dict[str, Any]:
     from analysis.datasource import load_events
 
     n = int(millions * 1_000_000)
@@ -460,6 +463,13 @@ def bench_size(spark: Any, millions: float, root: Path, do_compare: bool) -> dic
         "msgpack_bytes": _du(run, "*.msgpack"),
     }
     r["files"] = len(list(run.rglob("*.msgpack")))
+    if compare_only:
+        r["loadavg_before_compare"] = [round(x, 1) for x in os.getloadavg()]
+        r["compare"] = run_compare(spark, run, root / f"report-{millions:g}M")
+        if "total_s" in r["compare"]:
+            r["compare"]["rows_per_s"] = round(written / r["compare"]["total_s"])
+        print(f"  compare: {json.dumps(r['compare'])[:600]}", flush=True)
+        return r
     r["loadavg_before_scan"] = [round(x, 1) for x in os.getloadavg()]
     print(f"  {written:,} events, {r['msgpack_bytes'] / 1e9:.2f} GB in {gen_s:.1f}s", flush=True)
 
@@ -524,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the generated runs")
     ap.add_argument(
+        "--compare-only",
+        action="store_true",
+        help="only compare (no scans); the result replaces the size's compare in --out",
+    )
+    ap.add_argument(
         "--append", action="store_true", help="add to the results already in --out (by size)"
     )
     args = ap.parse_args(argv)
@@ -549,7 +564,10 @@ def main(argv: list[str] | None = None) -> int:
         doc["results"] = json.loads(out.read_text()).get("results", [])
     for s in args.sizes.split(","):
         do_compare = not args.no_compare and float(s) <= args.compare_max
-        res = bench_size(spark, float(s), root, do_compare)
+        res = bench_size(spark, float(s), root, do_compare, args.compare_only)
+        if args.compare_only:  # keep the scan numbers already recorded for this size
+            old = next((r for r in doc["results"] if r["millions"] == res["millions"]), {})
+            res = {**old, "compare": res["compare"]}
         doc["results"] = [r for r in doc["results"] if r["millions"] != res["millions"]] + [res]
         doc["results"].sort(key=lambda r: r["millions"])
         doc["elapsed_s"] = round(time.time() - t0, 1)
