@@ -50,6 +50,7 @@ import ray
 
 from actors.context import RunContext
 from actors.metadata import LeaderCache
+from actors.placement import Locatable
 from emulator.events import EventKind
 
 TopicPartition = tuple[str, int]
@@ -134,7 +135,7 @@ def _kafka_bool(value: object) -> bool:
     return bool(value)
 
 
-class BrokerCore:
+class BrokerCore(Locatable):
     """One broker, without Ray: unit-testable on its own.
 
     Args:
@@ -396,12 +397,6 @@ class BrokerCore:
             await self._zk.stop_async()
             self._zk = None
         self.events.close()
-
-    def where(self) -> dict[str, Any]:
-        """This actor's node and wall clock (:func:`actors.placement.node_report`)."""
-        from actors.placement import node_report
-
-        return node_report()
 
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up)."""

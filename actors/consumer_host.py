@@ -25,6 +25,7 @@ import ray
 from actors.context import RunContext
 from actors.legacy_member import LegacyMember
 from actors.metadata import LeaderCache
+from actors.placement import Locatable
 from emulator.events import EventKind
 from emulator.faults import PARTITION_TARGETS
 from emulator.legacy.config import LegacyConsumerConfig
@@ -63,7 +64,7 @@ class MemberSpec:
     zk_latency_ms: float = 0.0
 
 
-class ConsumerHostCore:
+class ConsumerHostCore(Locatable):
     """A host of emulated legacy consumers, without Ray.
 
     Args:
@@ -850,12 +851,6 @@ class ConsumerHostCore:
     async def owners(self) -> dict[str, list[TopicPartition]]:
         """Each live member's owned partitions (its in-memory topicRegistry)."""
         return {n: sorted(m.machine.owned) for n, m in self.members.items()}
-
-    def where(self) -> dict[str, Any]:
-        """This actor's node and wall clock (:func:`actors.placement.node_report`)."""
-        from actors.placement import node_report
-
-        return node_report()
 
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up)."""

@@ -644,14 +644,14 @@ class ProtocolRun:
                 self._host_lost(i, exc)
         return out
 
-    def _host_lost(self, index: int, exc: BaseException | None = None) -> None:
+    def _host_lost(self, index: int, exc: BaseException) -> None:
         """Record that consumer host ``index`` died without being asked to."""
         if index in self.dead_hosts:
             return
         self.dead_hosts.add(index)
         self.lost_hosts.add(index)
         node = self.placement_report.get("actors", {}).get(f"host-{index}")
-        why = type(exc).__name__ if exc is not None else "gone"
+        why = type(exc).__name__
         note = (
             f"consumer host {index} was lost ({why}; node {str(node)[:12] or '?'}): "
             f"its members died with it"
@@ -679,12 +679,12 @@ class ProtocolRun:
                         reason=reason,
                     )
 
-    def _live_hosts(self) -> list[Any]:
-        return [h for i, h in enumerate(self.hosts) if i not in self.dead_hosts]
+    def _live_indices(self) -> list[int]:
+        return [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
 
     def _live_stats(self) -> dict[str, Any]:
-        live = [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
-        stats = list(self._gather({i: self.hosts[i].stats.remote() for i in live}, 60).values())
+        calls = {i: self.hosts[i].stats.remote() for i in self._live_indices()}
+        stats = list(self._gather(calls, 60).values())
         out: dict[str, Any] = {"protocol": self.protocol}
         for key in (
             "members",
@@ -730,8 +730,8 @@ class ProtocolRun:
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             hw: dict[tuple[str, int], int] = {}
-            live = [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
-            for r in self._gather({i: self.hosts[i].progress.remote() for i in live}, 60).values():
+            calls = {i: self.hosts[i].progress.remote() for i in self._live_indices()}
+            for r in self._gather(calls, 60).values():
                 for tp, end in r.items():
                     hw[tp] = max(hw.get(tp, 0), end)
             behind = sum(max(0, e - hw.get(tp, 0)) for tp, e in ends.items())

@@ -27,19 +27,7 @@ from typing import Any
 
 import ray
 
-from emulator.clock import skew_bound_ms
 from emulator.scenario import PLACEMENT_ROLES, PlacementSpec
-
-__all__ = [
-    "ACTOR_UNITS",
-    "RESOURCE_SLIVER",
-    "PlacementError",
-    "actor_options",
-    "check_placement",
-    "measure_nodes",
-    "node_report",
-    "skew_bound_ms",
-]
 
 RESOURCE_SLIVER = 0.001
 """What an actor pinned with ``node:IP`` asks of that resource (Ray gives each
@@ -124,6 +112,14 @@ def node_report() -> dict[str, Any]:
     }
 
 
+class Locatable:
+    """Gives an actor ``where()``: its node and wall clock, for :func:`measure_nodes`."""
+
+    def where(self) -> dict[str, Any]:
+        """This actor's node and wall clock (:func:`node_report`)."""
+        return node_report()
+
+
 def measure_nodes(actors: Mapping[str, Any], samples: int = 5) -> dict[str, Any]:
     """Each actor's node, and each node's clock offset from the driver's.
 
@@ -150,26 +146,22 @@ def measure_nodes(actors: Mapping[str, Any], samples: int = 5) -> dict[str, Any]
             offset = float(rep["wall"]) - (sent + back) / 2.0
             if name not in best or rtt < best[name][0]:
                 best[name] = (rtt, offset, rep)
+    placed = {name: str(rep["node_id"]) for name, (_, _, rep) in best.items()}
     nodes: dict[str, dict[str, Any]] = {}
-    placed: dict[str, str] = {}
-    for name, (rtt, offset, rep) in sorted(best.items()):
-        nid = str(rep["node_id"])
-        placed[name] = nid
+    # tightest round trip first: a node's offset is its best-measured actor's
+    for name, (rtt, offset, rep) in sorted(best.items(), key=lambda kv: kv[1][0]):
         node = nodes.setdefault(
-            nid,
+            placed[name],
             {
                 "ip": rep["ip"],
                 "hostname": rep["hostname"],
-                "offset_ms": offset * 1000.0,
-                "bound_ms": rtt / 2.0 * 1000.0,
-                "rtt_ms": rtt * 1000.0,
+                "offset_ms": round(offset * 1000.0, 3),
+                "bound_ms": round(rtt / 2.0 * 1000.0, 3),
+                "rtt_ms": round(rtt * 1000.0, 3),
                 "actors": [],
             },
         )
         node["actors"].append(name)
-        if rtt * 1000.0 < node["rtt_ms"]:  # the node's tightest measurement wins
-            node.update(offset_ms=offset * 1000.0, bound_ms=rtt / 2.0 * 1000.0, rtt_ms=rtt * 1000.0)
     for node in nodes.values():
-        for key in ("offset_ms", "bound_ms", "rtt_ms"):
-            node[key] = round(float(node[key]), 3)
+        node["actors"].sort()
     return {"actors": placed, "nodes": nodes}

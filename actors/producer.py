@@ -30,6 +30,7 @@ import ray
 
 from actors.context import RunContext
 from actors.metadata import LeaderCache
+from actors.placement import Locatable
 from emulator.events import EventKind
 from emulator.javahash import java_string_hashcode
 
@@ -37,7 +38,7 @@ TopicPartition = tuple[str, int]
 TICK_S = 0.05
 
 
-class ProducerCore:
+class ProducerCore(Locatable):
     """One producer, without Ray.
 
     Args:
@@ -219,12 +220,6 @@ class ProducerCore:
     async def stats(self) -> dict[str, int]:
         """Counts for the live display."""
         return {"produced": self.produced, "failed": self.failed}
-
-    def where(self) -> dict[str, Any]:
-        """This actor's node and wall clock (:func:`actors.placement.node_report`)."""
-        from actors.placement import node_report
-
-        return node_report()
 
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up)."""

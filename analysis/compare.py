@@ -239,9 +239,6 @@ def analyze_run(
     return RunAnalysis(run_dir, name, manifest, metrics, frames, data)
 
 
-_CROSS_KINDS = ("double_ownership", "double_processing")
-
-
 def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Which double-ownership / double-processing windows hold whatever the clocks did.
 
@@ -260,6 +257,7 @@ def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[s
     """
     import pandas as pd
 
+    from analysis.checkers import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
     from emulator.clock import skew_bound_ms
 
     an = anomalies.copy()
@@ -277,13 +275,14 @@ def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[s
         host_nodes = {actors[h] for h in members.values() if h in actors}
         bound_wall = skew_bound_ms(nodes, host_nodes)
         cross = uncertain = 0
-        rows = an.index[(an["protocol"] == proto) & an["kind"].isin(_CROSS_KINDS)]
+        cross_kinds = an["kind"].isin([DOUBLE_OWNERSHIP, DOUBLE_PROCESSING])
+        rows = an.index[(an["protocol"] == proto) & cross_kinds]
         for i in rows:
             a = actors.get(members.get(str(an.at[i, "member"]), ""))
             b = actors.get(members.get(str(an.at[i, "other_member"]), ""))
             if a is None or b is None:
                 continue
-            bound = 0.0 if a == b else skew_bound_ms(nodes, [a, b]) / scale
+            bound = skew_bound_ms(nodes, [a, b]) / scale  # 0 on one node: one clock
             length = float(an.at[i, "t_end_ms"]) - float(an.at[i, "t_start_ms"])
             an.at[i, "skew_bound_ms"] = round(bound, 3)
             an.at[i, "certain"] = bool(length > bound)

@@ -12,8 +12,8 @@ from actors.placement import (
     PlacementError,
     actor_options,
     check_placement,
-    skew_bound_ms,
 )
+from emulator.clock import skew_bound_ms
 from emulator.scenario import PlacementSpec, ScenarioError, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
