@@ -560,8 +560,15 @@ class ConsumerHostCore(Locatable):
             if not self._is_live(name, m):
                 return  # left or crashed meanwhile
             self._release_proxy(m, "pause")
-            frozen = m.thaw(self.clock.now_ms())
-            self._fault("pause", name, frozen, cleared=True, duration_ms=duration_ms)
+            now = self.clock.now_ms()
+            paused_at = m.paused_at if m.paused_at is not None else now
+            # The wake is recorded before thaw() hands over what the pause held
+            # (ZooKeeper callbacks, the frozen batch's end), so that every event
+            # caused by the wake comes after its mark.
+            self._fault(
+                "pause", name, max(0.0, now - paused_at), cleared=True, duration_ms=duration_ms
+            )
+            m.thaw(now)
 
         self._after((name, "pause"), duration_ms, wake)
         return True
