@@ -602,6 +602,16 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
     KafkaKeySpec(
         "group.consumer.max.size", "int", INT32_MAX, minimum=1, used_by=_KIP848, source=_SRC_C6
     ),
+    KafkaKeySpec(
+        "group.consumer.assignment.interval.ms",
+        "int",
+        0,
+        minimum=0,
+        used_by=_KIP848,
+        source="K@4.3 GroupCoordinatorConfig.java: new in 4.3 with default 1000, which "
+        "kafka_version >= 4.3 applies; 0 = the assignor runs on every heartbeat that sees "
+        "a new group epoch (4.0-4.2)",
+    ),
     KafkaKeySpec("group.coordinator.threads", "int", 1, minimum=1, used_by=_KIP848, source=_SRC_C6),
     KafkaKeySpec(
         "group.coordinator.append.linger.ms", "int", 10, minimum=0, used_by=_KIP848, source=_SRC_C6

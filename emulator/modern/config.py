@@ -337,6 +337,11 @@ class GroupCoordinatorConfig:
         group_consumer_assignors: ``group.consumer.assignors`` as names
             (``["uniform", "range"]``; the first is the default).
         group_consumer_max_size: ``group.consumer.max.size`` (``Integer.MAX_VALUE``).
+        group_consumer_assignment_interval_ms:
+            ``group.consumer.assignment.interval.ms``: the target assignment
+            is computed at most once per interval (1000 from Kafka 4.3, which
+            introduced it; 0 before, when every heartbeat that saw a new group
+            epoch ran the assignor).
         new_member_join_timeout_ms: how long a brand-new member's JoinGroup
             may wait. Kafka lacks this as a setting: it is the constant
             ``GroupCoordinator.NewMemberJoinTimeoutMs`` = 300000 (B2).
@@ -355,6 +360,7 @@ class GroupCoordinatorConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_max_size: int = INT_MAX
+    group_consumer_assignment_interval_ms: int = 0
     new_member_join_timeout_ms: int = 300000
 
     @classmethod
@@ -413,6 +419,11 @@ class GroupCoordinatorConfig:
             ),
             group_consumer_assignors=_list(props, "group.consumer.assignors", ("uniform", "range")),
             group_consumer_max_size=_int(props, "group.consumer.max.size", INT_MAX),
+            group_consumer_assignment_interval_ms=_int(
+                props,
+                "group.consumer.assignment.interval.ms",
+                1000 if _at_least(parsed, 4, 3) else 0,
+            ),
             new_member_join_timeout_ms=_int(props, "new.member.join.timeout.ms", 300000),
         )
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
@@ -421,6 +432,8 @@ class GroupCoordinatorConfig:
             )
         if cfg.group_initial_rebalance_delay_ms < 0:
             raise ValueError("group.initial.rebalance.delay.ms must be >= 0")
+        if cfg.group_consumer_assignment_interval_ms < 0:
+            raise ValueError("group.consumer.assignment.interval.ms must be >= 0")
         for name, value in (
             ("group.max.size", cfg.group_max_size),
             ("group.consumer.max.size", cfg.group_consumer_max_size),

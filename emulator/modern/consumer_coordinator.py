@@ -67,6 +67,7 @@ from __future__ import annotations
 import base64
 import enum
 import heapq
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -307,6 +308,13 @@ class ConsumerGroupCoordinator:
         assignors: ``group.consumer.assignors``; the first is the default.
         max_size: ``group.consumer.max.size``.
         assignor_lookup: finds a server assignor by name (default: the registry).
+        assignment_interval_ms: ``group.consumer.assignment.interval.ms``
+            (Kafka 4.3+): a heartbeat that finds the group epoch ahead of the
+            target assignment runs the assignor only if this long has passed
+            since it last ran; otherwise the group stays ASSIGNING and a later
+            heartbeat runs it, so a burst of joins costs one assignment per
+            interval instead of one per join. 0 = run it on every such
+            heartbeat, as before 4.3.
 
     Attributes:
         group_epoch: the group epoch (0 until the first member joins).
@@ -331,8 +339,11 @@ class ConsumerGroupCoordinator:
         assignors: Iterable[str] = DEFAULT_ASSIGNORS,
         max_size: int = DEFAULT_MAX_SIZE,
         assignor_lookup: Callable[[str], ServerAssignor] | None = None,
+        assignment_interval_ms: int = 0,
     ) -> None:
         self.group_id = group_id
+        self.assignment_interval_ms = assignment_interval_ms
+        self._last_assignment_ms = -math.inf
         self.node_id = node_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -354,6 +365,10 @@ class ConsumerGroupCoordinator:
         self.target_assignment: dict[str, frozenset[TopicPartition]] = {}
         self.partition_epochs: dict[TopicPartition, int] = {}
         self.subscription_metadata: dict[str, int] = {}
+        # Members per subscribed topic name, kept by _put_member and
+        # _remove_member (Kafka's ConsumerGroup.subscribedTopicNames), so the
+        # subscription metadata costs O(topics), not O(members), per join.
+        self._subscribers: Counter[str] = Counter()
         self.committed: dict[TopicPartition, int] = {}
         self.state = GroupState.EMPTY
         self._metadata_expired = False
@@ -395,6 +410,7 @@ class ConsumerGroupCoordinator:
             assignors=config.group_consumer_assignors,
             max_size=config.group_consumer_max_size,
             assignor_lookup=assignor_lookup,
+            assignment_interval_ms=config.group_consumer_assignment_interval_ms,
         )
 
     # ------------------------------------------------------------------ inputs
@@ -561,8 +577,12 @@ class ConsumerGroupCoordinator:
         # target assignment is computed, as Kafka's records are replayed.
         self._put_member(updated)
 
-        # 2. Recompute the target assignment of the whole group if needed.
-        if group_epoch > self.assignment_epoch:
+        # 2. Recompute the target assignment of the whole group if needed (at
+        # most once per group.consumer.assignment.interval.ms).
+        if (
+            group_epoch > self.assignment_epoch
+            and self._now - self._last_assignment_ms >= self.assignment_interval_ms
+        ):
             self._update_target_assignment(group_epoch, out)
         target = self.target_assignment.get(updated.member_id, frozenset())
 
@@ -856,6 +876,8 @@ class ConsumerGroupCoordinator:
         old = self.members.get(new.member_id)
         if old is not None:
             self._remove_partition_epochs(old)
+            self._subscribers.subtract(old.subscribed_topic_names)
+        self._subscribers.update(new.subscribed_topic_names)
         for tp in new.assigned | new.pending_revocation:
             prev = self.partition_epochs.get(tp)
             if prev is not None:
@@ -883,6 +905,7 @@ class ConsumerGroupCoordinator:
         """Drop the member, its partition epochs and its timers (no epoch bump)."""
         self._remove_partition_epochs(member)
         del self.members[member.member_id]
+        self._subscribers.subtract(member.subscribed_topic_names)
         self._unreconciled.discard(member.member_id)
         self._cancel("session", member.member_id)
         self._cancel("rebalance", member.member_id)
@@ -907,11 +930,13 @@ class ConsumerGroupCoordinator:
         self, replacing: tuple[str, GroupMember] | None = None
     ) -> dict[str, int]:
         """Partition counts of the existing topics some member subscribes to."""
-        members = dict(self.members)
+        counts = Counter(self._subscribers)
         if replacing is not None:
-            members[replacing[0]] = replacing[1]
-        subscribed = set().union(*(m.subscribed_topic_names for m in members.values()))
-        return {t: self._topics[t] for t in sorted(subscribed) if t in self._topics}
+            old = self.members.get(replacing[0])
+            if old is not None:
+                counts.subtract(old.subscribed_topic_names)
+            counts.update(replacing[1].subscribed_topic_names)
+        return {t: self._topics[t] for t in sorted(counts) if counts[t] > 0 and t in self._topics}
 
     def preferred_assignor(self) -> str:
         """``computePreferredServerAssignor``: the most used, else the default (ties by name)."""
@@ -954,6 +979,7 @@ class ConsumerGroupCoordinator:
                 )
         self.target_assignment = result
         self.assignment_epoch = group_epoch
+        self._last_assignment_ms = self._now
         self._unreconciled = {
             mid for mid, m in self.members.items() if not m.is_reconciled_to(group_epoch)
         }

@@ -272,9 +272,7 @@ def test_unknown_member_id() -> None:
 
 def test_request_for_another_group_or_an_unavailable_coordinator() -> None:
     ctx = Ctx()
-    resp = ctx.request(
-        ConsumerGroupHeartbeatRequest(1, "other", member_id="m", member_epoch=1)
-    )
+    resp = ctx.request(ConsumerGroupHeartbeatRequest(1, "other", member_id="m", member_epoch=1))
     assert isinstance(resp, ConsumerGroupHeartbeatResponse)
     assert resp.error is Errors.NOT_COORDINATOR
     ctx.coord.set_unavailable(Errors.COORDINATOR_NOT_AVAILABLE)
@@ -788,15 +786,23 @@ def test_builder_owned_revocations_are_not_unreleased() -> None:
 
 def test_builder_revocation_of_an_unsubscribed_topic() -> None:
     m = builder(
-        STABLE_10, foo(1, 2, 3) | bar(4, 5, 6), epoch=10, owned=None,
-        topics=frozenset({"foo"}), changed=True,
+        STABLE_10,
+        foo(1, 2, 3) | bar(4, 5, 6),
+        epoch=10,
+        owned=None,
+        topics=frozenset({"foo"}),
+        changed=True,
     )
     assert (m.state, m.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 10)
     assert (m.assigned, m.pending_revocation) == (foo(1, 2, 3), bar(4, 5, 6))
     # Already revoked: the assignment just shrinks.
     m2 = builder(
-        STABLE_10, foo(1, 2, 3) | bar(4, 5, 6), epoch=10, owned=foo(1, 2, 3),
-        topics=frozenset({"foo"}), changed=True,
+        STABLE_10,
+        foo(1, 2, 3) | bar(4, 5, 6),
+        epoch=10,
+        owned=foo(1, 2, 3),
+        topics=frozenset({"foo"}),
+        changed=True,
     )
     assert (m2.state, m2.assigned) == (MemberState.STABLE, foo(1, 2, 3))
 
@@ -823,3 +829,84 @@ def test_factory_for_the_actors() -> None:
     assert coord.handle(0, FindCoordinatorRequest(1, GROUP)) == [
         FindCoordinatorResponse(1, node_id=4)
     ]
+
+
+# ------------------------------------------------ group.consumer.assignment.interval.ms
+
+
+def test_assignment_interval_defers_the_assignor_and_batches_joins() -> None:
+    """Kafka 4.3: the assignor runs at most once per interval. A join inside the
+    interval leaves the group ASSIGNING; the first heartbeat after the interval
+    computes one target for every join in between."""
+    ctx = Ctx(assignment_interval_ms=1000)
+    ctx.prepare(m1=foo(0, 1, 2, 3, 4, 5) | bar(0, 1, 2))
+    resp = ok(ctx.join("m1"))  # the first assignment ever runs at once
+    assert resp.member_epoch == 1 and len(ctx.assignor.calls) == 1
+    ctx.clock.advance(100)
+    resp = ok(ctx.join("m2"))
+    ctx.clock.advance(100)
+    ok(ctx.join("m3"))
+    assert len(ctx.assignor.calls) == 1, "joins inside the interval do not run the assignor"
+    assert ctx.coord.group_epoch == 3 and ctx.coord.assignment_epoch == 1
+    assert state(ctx) is GroupState.ASSIGNING
+    # m2 is a member reconciled to the old target, which has nothing for it.
+    assert resp.member_epoch == 1 and assignment(resp) == frozenset()
+    ctx.clock.advance(700)  # 900 ms after the last assignment: still deferred
+    ok(ctx.heartbeat(member_id="m2", member_epoch=1))
+    assert len(ctx.assignor.calls) == 1
+    ctx.clock.advance(100)  # 1000 ms: this heartbeat runs it, for both joins
+    ctx.prepare(m1=foo(0, 1) | bar(0), m2=foo(2, 3) | bar(1), m3=foo(4, 5) | bar(2))
+    ok(ctx.heartbeat(member_id="m2", member_epoch=1))
+    assert len(ctx.assignor.calls) == 2
+    assert sorted(ctx.assignor.calls[-1][1].members) == ["m1", "m2", "m3"]
+    assert ctx.coord.assignment_epoch == 3
+    assert {e["member_id"] for e in ctx.kinds(K.TARGET_ASSIGNMENT)} == {"m1", "m2", "m3"}
+
+
+def test_without_an_assignment_interval_every_join_runs_the_assignor() -> None:
+    ctx = Ctx()  # 0, as before Kafka 4.3
+    ctx.prepare(m1=foo(0, 1, 2, 3, 4, 5) | bar(0, 1, 2))
+    ok(ctx.join("m1"))
+    ok(ctx.join("m2"))
+    ok(ctx.join("m3"))
+    assert len(ctx.assignor.calls) == 3 and ctx.coord.assignment_epoch == 3
+
+
+def test_assignment_interval_default_follows_the_kafka_release() -> None:
+    assert GroupCoordinatorConfig.for_version("3.9").group_consumer_assignment_interval_ms == 0
+    assert GroupCoordinatorConfig.for_version("4.2").group_consumer_assignment_interval_ms == 0
+    assert GroupCoordinatorConfig.for_version("4.3").group_consumer_assignment_interval_ms == 1000
+    cfg = GroupCoordinatorConfig.from_kafka({"group.consumer.assignment.interval.ms": 250})
+    coord = ConsumerGroupCoordinator.from_config(
+        GROUP, cfg, topics={"foo": 1}, rng=random.Random(1)
+    )
+    assert coord.assignment_interval_ms == 250
+    with pytest.raises(ValueError, match=r"group\.consumer\.assignment\.interval\.ms"):
+        GroupCoordinatorConfig.from_kafka({"group.consumer.assignment.interval.ms": -1})
+
+
+def test_subscription_metadata_follows_members_leaving_and_resubscribing() -> None:
+    """The per-topic subscriber counts: a topic stays while anyone subscribes to it."""
+    ctx = Ctx()
+    ok(ctx.join("m1", topics=("foo",)))
+    ok(ctx.join("m2", topics=("foo", "bar")))
+    assert ctx.coord.subscription_metadata == {"bar": 3, "foo": 6}
+    ok(
+        ctx.heartbeat(
+            member_id="m2",
+            member_epoch=ctx.member("m2").member_epoch,
+            subscribed_topic_names=("foo",),
+        )
+    )
+    assert ctx.coord.subscription_metadata == {"foo": 6}
+    ok(
+        ctx.heartbeat(
+            member_id="m1",
+            member_epoch=ctx.member("m1").member_epoch,
+            subscribed_topic_names=("bar",),
+        )
+    )
+    assert ctx.coord.subscription_metadata == {"bar": 3, "foo": 6}
+    ok(ctx.heartbeat(member_id="m2", member_epoch=-1))
+    ok(ctx.heartbeat(member_id="m1", member_epoch=ctx.member("m1").member_epoch))
+    assert ctx.coord.subscription_metadata == {"bar": 3}
