@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from actors.context import RunContext
+from actors.context import RunContext, process_usage
 from actors.legacy_member import LegacyMember
 from actors.metadata import LeaderCache
 from actors.placement import Locatable
@@ -99,6 +99,12 @@ class ConsumerHostCore(Locatable):
         # reconnect before failing, so no wait is unbounded.
         self.retry_deadline_s = max(30.0, 20 * self.session_timeout_s)
         self.tick_lag_max_ms = 0.0
+        # Every legacy member's ZooKeeper requests and watch notifications, summed.
+        self.zk_ops: Any = None
+        if ctx.protocol == "zookeeper":
+            from zk_registry.client import ZkOpCounter
+
+            self.zk_ops = ZkOpCounter()
         self._outbox: dict[int, list[Any]] = defaultdict(list)
         self._awaiting: dict[int, tuple[int, Any]] = {}
         self._group_inflight: set[int] = set()
@@ -164,6 +170,7 @@ class ConsumerHostCore(Locatable):
                 dispatch=asyncio_dispatch(loop),
                 on_state=lambda st, sid, b=box: b and b[0].on_state(st, sid),
                 on_new_session=lambda b=box: b and b[0].on_new_session(),
+                counter=self.zk_ops,
             )
             try:
                 await zk.start_async()
@@ -365,8 +372,16 @@ class ConsumerHostCore(Locatable):
         for task in self._faults.values():
             task.cancel()
         self._faults.clear()
-        for name in list(self.members):
-            await self.leave(name)
+        # Every consumer shuts down at once, as the processes of a stopped
+        # application would (one after the other, a group of thousands would
+        # take minutes and rebalance after every leave).
+        gate = asyncio.Semaphore(64)  # emulator bound: shutdowns in flight at once
+
+        async def leave_one(name: str) -> None:
+            async with gate:
+                await self.leave(name)
+
+        await asyncio.gather(*(leave_one(n) for n in list(self.members)), return_exceptions=True)
         self._stop = True
         if self._task is not None:
             with contextlib.suppress(Exception):
@@ -387,7 +402,8 @@ class ConsumerHostCore(Locatable):
                 member.poll(now)
                 n = member.process(now, self.ctx.processing_ms_per_message)
                 self.processed += n
-            self._send_fetches()
+            if not self._stopping:  # shutting down: leave the group, fetch nothing more
+                self._send_fetches()
             if self._outbox or self._awaiting:
                 self._exchange_groups()
             self._housekeeping(now)
@@ -845,6 +861,18 @@ class ConsumerHostCore(Locatable):
             "owned": owned,
             "states": dict(states),
             "tick_lag_max_ms": self.tick_lag_max_ms,
+            **(
+                {}
+                if self.zk_ops is None
+                else dict(
+                    zip(
+                        ("zk_reads", "zk_writes", "zk_watch_notifications"),
+                        self.zk_ops.snapshot(),
+                        strict=True,
+                    )
+                )
+            ),
+            **process_usage(),
         }
 
     async def progress(self) -> dict[TopicPartition, int]:

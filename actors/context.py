@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import resource
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,3 +69,17 @@ class RunContext:
     def scaled_s(self, kafka_ms: float) -> float:
         """Wall seconds for a duration in Kafka milliseconds."""
         return kafka_ms / 1000.0 * self.time_scale
+
+
+def process_usage() -> dict[str, float]:
+    """This process's CPU seconds (user + system), peak RSS (MiB) and wall clock.
+
+    Every Ray actor is its own worker process, so called inside an actor
+    this is that actor's cost.
+    """
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+        "peak_rss_mib": round(ru.ru_maxrss / 1024.0, 1),  # Linux: KiB
+        "wall": time.time(),
+    }

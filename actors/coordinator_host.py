@@ -38,11 +38,13 @@ from typing import Any
 
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
+    ConsumerGroupHeartbeatRequest,
     Emit,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     GroupRequest,
     GroupResponse,
+    HeartbeatRequest,
 )
 from emulator.modern.placement import coordinator_partition
 
@@ -80,6 +82,12 @@ class CoordinatorHost:
         self._mailbox: dict[str, list[GroupResponse]] = defaultdict(list)
         self.requests = 0
         self.requests_by_kind: dict[str, int] = defaultdict(int)
+        # Heartbeat timeliness as the coordinator sees it: the gap between two
+        # heartbeats of the same member id (emulated ms).
+        self._last_heartbeat: dict[str, float] = {}
+        self.heartbeats = 0
+        self.heartbeat_gap_max_ms = 0.0
+        self.heartbeat_gap_sum_ms = 0.0
         # Offsets partition -> group -> committed offsets, loaded on becoming its
         # leader and not yet handed to a coordinator.
         self._loaded: dict[int, dict[str, dict[Any, int]]] = {}
@@ -150,6 +158,8 @@ class CoordinatorHost:
             self.requests += 1
             self.requests_by_kind[type(req).__name__] += 1
             self._route[req.corr] = host_key
+            if isinstance(req, HeartbeatRequest | ConsumerGroupHeartbeatRequest):
+                self._heartbeat_seen(now_ms, req)
             if isinstance(req, FindCoordinatorRequest):
                 node = self.coordinator_for(req.group_id)
                 if node < 0:
@@ -167,6 +177,23 @@ class CoordinatorHost:
                 coord = self._create(req.group_id)
             self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
+
+    def _heartbeat_seen(
+        self, now_ms: float, req: HeartbeatRequest | ConsumerGroupHeartbeatRequest
+    ) -> None:
+        mid = req.member_id
+        if not mid:
+            return  # a KIP-848 join: no member id yet
+        if isinstance(req, ConsumerGroupHeartbeatRequest) and req.member_epoch < 0:
+            self._last_heartbeat.pop(mid, None)  # leaving
+            return
+        last = self._last_heartbeat.get(mid)
+        self._last_heartbeat[mid] = now_ms
+        if last is not None:
+            gap = now_ms - last
+            self.heartbeats += 1
+            self.heartbeat_gap_sum_ms += gap
+            self.heartbeat_gap_max_ms = max(self.heartbeat_gap_max_ms, gap)
 
     def poll(self, now_ms: float) -> None:
         """Run the timers of every coordinator that has one due."""
@@ -195,6 +222,11 @@ class CoordinatorHost:
             "requests": self.requests,
             "by_kind": dict(self.requests_by_kind),
             "groups": sorted(self.coordinators),
+            "heartbeat_gaps": self.heartbeats,
+            "heartbeat_gap_max_ms": round(self.heartbeat_gap_max_ms, 1),
+            "heartbeat_gap_mean_ms": (
+                round(self.heartbeat_gap_sum_ms / self.heartbeats, 1) if self.heartbeats else None
+            ),
         }
 
 

@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,9 @@ class ProtocolRun:
         self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
         self.live_members: set[str] = set()  # started, not yet left or crashed
         self._log: Any = None
+        # What the run cost: each actor's CPU and peak memory at its end, and
+        # (modern) the coordinators' request counts after each timeline action.
+        self.resources: dict[str, Any] = {"actors": {}, "coordinator": []}
 
     # ------------------------------------------------------------- set-up
 
@@ -230,7 +234,7 @@ class ProtocolRun:
                         broker_ids=broker_ids,
                     )
                     states = await create_partition_states(
-                        zk, topic.name, assignment, broker_ids, controller_epoch=1
+                        zk, topic.name, assignment, broker_ids, controller_epoch=1, concurrency=256
                     )
                     for p, st in states.items():
                         leaders[(topic.name, p)] = st.leader
@@ -420,8 +424,10 @@ class ProtocolRun:
                 else:
                     self._apply(action, log, origin, crashers)
                     i += 1
+                self._coordinator_snapshot(action.action, clock.now_ms())
                 log.flush()
             self._wait_until(clock, sc.duration_s * 1000.0, sc)
+            self._coordinator_snapshot("end", clock.now_ms())
             produced = ray.get(self.producer.stop.remote(), timeout=60)
             log.emit(
                 EventKind.ACTION_APPLIED, reason="producer_stopped", count=int(produced["produced"])
@@ -820,10 +826,44 @@ class ProtocolRun:
         self._broker_starts = [*getattr(self, "_broker_starts", []), handle.start.remote()]
         self.brokers[broker_id] = handle
 
-    def _teardown(self) -> None:
-        for h in self.hosts:
+    def _coordinator_snapshot(self, after: str, emu_ms: float) -> None:
+        """Record the coordinators' request counts now (modern protocols; bounded)."""
+        if self.protocol == "zookeeper" or not self.brokers:
+            return
+        by_kind: dict[str, int] = defaultdict(int)
+        gap_max = 0.0
+        for st in self._broker_stats(10.0).values():
+            coord = st.get("coordinator") or {}
+            for kind, n in coord.get("by_kind", {}).items():
+                by_kind[kind] += int(n)
+            gap_max = max(gap_max, float(coord.get("heartbeat_gap_max_ms") or 0.0))
+        self.resources["coordinator"].append(
+            {
+                "after": after,
+                "t_emu_ms": round(emu_ms, 1),
+                "requests_by_kind": dict(sorted(by_kind.items())),
+                "heartbeat_gap_max_ms": gap_max,
+            }
+        )
+
+    def _broker_stats(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """Each live broker's ``stats()``; brokers that do not answer are left out."""
+        out: dict[str, dict[str, Any]] = {}
+        for b, h in list(self.brokers.items()):
             with contextlib.suppress(Exception):
-                ray.get(h.stop.remote(), timeout=120)
+                out[f"broker-{b}"] = ray.get(h.stats.remote(), timeout=timeout)
+        return out
+
+    def _teardown(self) -> None:
+        actors = self.resources["actors"]
+        calls = {i: self.hosts[i].stats.remote() for i in self._live_indices()}
+        for i, ref in calls.items():  # what each host cost, in case its stop times out
+            with contextlib.suppress(Exception):
+                actors[f"host-{i}"] = ray.get(ref, timeout=30)
+        for i, h in enumerate(self.hosts):
+            with contextlib.suppress(Exception):
+                actors[f"host-{i}"] = ray.get(h.stop.remote(), timeout=120)
+        actors.update(self._broker_stats(30.0))
         if self.producer is not None:
             with contextlib.suppress(Exception):
                 ray.get(self.producer.stop.remote(), timeout=30)
@@ -934,6 +974,7 @@ def run_scenario(
                         "events_dir": f"{protocol}/events",
                         "placement": pr.placement_report,
                         "lost_hosts": sorted(pr.lost_hosts),
+                        "resources": pr.resources,
                     }
                     write_manifest(mpath, manifest)
             results.append(result)

@@ -950,13 +950,17 @@ class Scenario:
 
     def all_members(self) -> tuple[str, ...]:
         """Every member that ever exists during the run, in creation order."""
-        total = self.group.consumers + sum(e.count for e in self.timeline if e.action == "join")
-        return tuple(member_name(i) for i in range(total))
+        return tuple(member_name(i) for i in range(self.member_total))
+
+    @property
+    def member_total(self) -> int:
+        """How many members ever exist during the run (``len(all_members())``, in O(timeline))."""
+        return self.group.consumers + sum(e.count for e in self.timeline if e.action == "join")
 
     @property
     def host_count(self) -> int:
         """Consumer hosts of the run: ``ceil(len(all_members()) / consumers_per_host)``."""
-        return max(1, math.ceil(len(self.all_members()) / self.group.consumers_per_host))
+        return max(1, math.ceil(self.member_total / self.group.consumers_per_host))
 
     def host_of(self, member: str) -> int:
         """The consumer host of ``member``: its creation index modulo :attr:`host_count`.
@@ -965,7 +969,7 @@ class Scenario:
             KeyError: no such member in this scenario.
         """
         match = _MEMBER_RE.fullmatch(member)
-        if match is None or int(match.group(1)) >= len(self.all_members()):
+        if match is None or int(match.group(1)) >= self.member_total:
             raise KeyError(member)
         return int(match.group(1)) % self.host_count
 

@@ -84,6 +84,36 @@ def test_every_produced_offset_is_processed(
     assert 10.0 <= join < 11.5 and 25.0 <= crash < 26.5
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_manifest_records_what_the_run_cost(
+    quickstart_run: tuple[Scenario, Path], protocol: str
+) -> None:
+    """Each actor's CPU and peak memory; ZooKeeper ops (legacy); coordinator
+    requests after every timeline action, and heartbeat gaps (modern)."""
+    _, out = quickstart_run
+    res = json.loads((out / "manifest.json").read_text())["protocols"][protocol]["resources"]
+    hosts = {k: v for k, v in res["actors"].items() if k.startswith("host-")}
+    brokers = {k: v for k, v in res["actors"].items() if k.startswith("broker-")}
+    assert hosts and set(brokers) == {"broker-0", "broker-1", "broker-2"}
+    for usage in [*hosts.values(), *brokers.values()]:
+        assert usage["cpu_s"] > 0 and 30 < usage["peak_rss_mib"] < 4096
+    if protocol == "zookeeper":
+        # Every member read the group's znodes, wrote its own and got watch events.
+        assert sum(h["zk_reads"] for h in hosts.values()) > 50
+        assert sum(h["zk_writes"] for h in hosts.values()) > 10
+        assert sum(h["zk_watch_notifications"] for h in hosts.values()) > 0
+        assert res["coordinator"] == []
+        return
+    snaps = res["coordinator"]
+    assert [s["after"] for s in snaps] == ["join", "crash", "leave", "end"]
+    kind = "ConsumerGroupHeartbeatRequest" if protocol == "consumer" else "HeartbeatRequest"
+    counts = [s["requests_by_kind"].get(kind, 0) for s in snaps]
+    assert 0 < counts[0] < counts[1] < counts[2] < counts[3]  # cumulative, all along
+    # Nobody but the crashed member missed its session: no live member's
+    # heartbeats were further apart than a session timeout.
+    assert 0 < snaps[-1]["heartbeat_gap_max_ms"] < 10000
+
+
 def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> None:
     _, out = quickstart_run
     events = _events(out, "zookeeper")
