@@ -45,6 +45,9 @@ from emulator.modern.messages import (
     GroupRequest,
     GroupResponse,
     HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
 )
 from emulator.modern.placement import coordinator_partition
 
@@ -83,8 +86,13 @@ class CoordinatorHost:
         self.requests = 0
         self.requests_by_kind: dict[str, int] = defaultdict(int)
         # Heartbeat timeliness as the coordinator sees it: the gap between two
-        # heartbeats of the same member id (emulated ms).
+        # contacts that keep a member's session alive (emulated ms). As in
+        # Kafka's classic GroupCoordinator, a member waiting in JoinGroup is
+        # kept alive (its consumer stops heartbeating while it rejoins) and the
+        # JoinGroup answer restarts its session timer.
         self._last_heartbeat: dict[str, float] = {}
+        self._joining: dict[int, str] = {}  # corr of a pending JoinGroup -> member id
+        self._now_ms = 0.0
         self.heartbeats = 0
         self.heartbeat_gap_max_ms = 0.0
         self.heartbeat_gap_sum_ms = 0.0
@@ -154,12 +162,19 @@ class CoordinatorHost:
         self, now_ms: float, host_key: str, requests: Iterable[GroupRequest]
     ) -> list[GroupResponse]:
         """Handle a host's batch of requests; return every answer ready for that host."""
+        self._now_ms = now_ms
         for req in requests:
             self.requests += 1
             self.requests_by_kind[type(req).__name__] += 1
             self._route[req.corr] = host_key
-            if isinstance(req, HeartbeatRequest | ConsumerGroupHeartbeatRequest):
+            if isinstance(req, HeartbeatRequest | ConsumerGroupHeartbeatRequest | SyncGroupRequest):
                 self._heartbeat_seen(now_ms, req)
+            elif isinstance(req, JoinGroupRequest) and req.member_id:
+                self._heartbeat_seen(now_ms, req)
+                self._joining[req.corr] = req.member_id
+            elif isinstance(req, LeaveGroupRequest):
+                for mid, _ in req.members:
+                    self._last_heartbeat.pop(mid, None)
             if isinstance(req, FindCoordinatorRequest):
                 node = self.coordinator_for(req.group_id)
                 if node < 0:
@@ -179,7 +194,9 @@ class CoordinatorHost:
         return self._mailbox.pop(host_key, [])
 
     def _heartbeat_seen(
-        self, now_ms: float, req: HeartbeatRequest | ConsumerGroupHeartbeatRequest
+        self,
+        now_ms: float,
+        req: HeartbeatRequest | ConsumerGroupHeartbeatRequest | SyncGroupRequest | JoinGroupRequest,
     ) -> None:
         mid = req.member_id
         if not mid:
@@ -197,6 +214,7 @@ class CoordinatorHost:
 
     def poll(self, now_ms: float) -> None:
         """Run the timers of every coordinator that has one due."""
+        self._now_ms = now_ms
         for coord in list(self.coordinators.values()):
             deadline = coord.next_deadline()
             if deadline is not None and now_ms >= deadline:
@@ -212,6 +230,9 @@ class CoordinatorHost:
                 self._deliver(out)
 
     def _deliver(self, resp: GroupResponse) -> None:
+        joined = self._joining.pop(resp.corr, None)
+        if joined is not None and joined in self._last_heartbeat:
+            self._last_heartbeat[joined] = self._now_ms  # the session timer restarts
         host = self._route.pop(resp.corr, None)
         if host is not None:  # a host that is gone gets nothing
             self._mailbox[host].append(resp)
