@@ -67,6 +67,7 @@ class H:
         self.run_id = run_id
         self._events: list[Event] = []
         self._seq: dict[str, int] = {}
+        self._nodes: dict[str, str] = {}
 
     @property
     def legacy(self) -> bool:
@@ -75,7 +76,24 @@ class H:
 
     # ------------------------------------------------------------- plumbing
 
-    def event(self, kind: EventKind | str, at: float, actor: str = "host-0", **fields: Any) -> H:
+    def on(self, member: str, node: str) -> H:
+        """Place ``member`` on ``node``: its events carry that node and actor ``host-<node>``.
+
+        Times given for its events are read on that node's clock, so a test of
+        clock skew writes them as the skewed clock shows them. Members not
+        placed are on ``node-0`` (actor ``host-0``).
+        """
+        self._nodes[member] = node
+        return self
+
+    def event(
+        self,
+        kind: EventKind | str,
+        at: float,
+        actor: str = "host-0",
+        node: str = "node-0",
+        **fields: Any,
+    ) -> H:
         """Append one event of ``kind`` at emulated time ``at`` (any extra fields)."""
         seq = self._seq.get(actor, 0)
         self._seq[actor] = seq + 1
@@ -88,7 +106,7 @@ class H:
             "ts_mono": float(at) / 1000.0,
             "run_id": self.run_id,
             "protocol": self.protocol,
-            "node": "node-0",
+            "node": node,
             "actor": actor,
         }
         ev.update({k: v for k, v in fields.items() if v is not None})
@@ -98,7 +116,11 @@ class H:
 
     def _m(self, kind: EventKind, member: str, at: float, **fields: Any) -> H:
         fields.setdefault("member_id", f"{member}-id")
-        return self.event(kind, at, "host-0", group=self.group, member=member, **fields)
+        node = self._nodes.get(member)
+        actor = "host-0" if node is None else f"host-{node}"
+        return self.event(
+            kind, at, actor, node or "node-0", group=self.group, member=member, **fields
+        )
 
     def events(self) -> list[Event]:
         """Every event so far, in the order written."""
@@ -279,15 +301,45 @@ class H:
 
     # ------------------------------------------------------------- ownership
 
-    def assign(self, member: str, partitions: Iterable[str], at: float) -> H:
-        """The member takes ``partitions`` (``['t:0', 't:1']``)."""
+    def assign(
+        self,
+        member: str,
+        partitions: Iterable[str],
+        at: float,
+        *,
+        zxid: int | None = None,
+        generation: int | None = None,
+    ) -> H:
+        """The member takes ``partitions`` (``['t:0', 't:1']``).
+
+        Args:
+            zxid: legacy: the czxid of the first (sorted) partition's owner znode;
+                the next partitions get ``zxid + 1``, ``zxid + 2`` ... as
+                one attempt's creates do. ``None``: no zxid (an old log).
+            generation: modern: the generation (classic) or member epoch
+                (KIP-848) the assignment came with, on ``partitions_assigned``
+                and each ``ownership_claimed``.
+        """
         parts = _parts(partitions)
         if not self.legacy:
             self._m(
-                EventKind.PARTITIONS_ASSIGNED, member, at, count=len(parts), partitions=_fmt(parts)
+                EventKind.PARTITIONS_ASSIGNED,
+                member,
+                at,
+                count=len(parts),
+                partitions=_fmt(parts),
+                generation=generation,
             )
-        for t, p in parts:
-            self._m(EventKind.OWNERSHIP_CLAIMED, member, at, topic=t, partition=p)
+        for i, (t, p) in enumerate(parts):
+            self._m(
+                EventKind.OWNERSHIP_CLAIMED,
+                member,
+                at,
+                topic=t,
+                partition=p,
+                zxid=None if zxid is None else zxid + i,
+                generation=generation,
+            )
         return self
 
     def _drop(self, kind: EventKind, member: str, partitions: Iterable[str], at: float) -> H:

@@ -26,6 +26,13 @@ Definitions (the event log is the record; times are emulated ms):
 * ``coordinator_requests``: group operations the coordinator logged (members
   joined and removed, state changes, target assignments); the event log holds
   no per-request record, so this counts what changed, not every heartbeat.
+* ``protocol_order_inversions``: places where two nodes' clocks contradict
+  the protocol's order of a partition's owners (ZooKeeper czxids, generations,
+  member epochs; :func:`analysis.checkers.protocol_order_inversions`):
+  ``claims`` (a claim stamped before one the protocol orders first),
+  ``releases`` (a release stamped after the next owner's claim), ``count``
+  (both) and ``largest_ms``, a lower bound of the clock skew the run saw.
+  The checkers order such owners by the protocol, not as double ownership.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from analysis.checkers import (
     group_timeline,
     member_timeline,
     ownership_intervals_all,
+    protocol_order_inversions,
     run_checkers,
 )
 from emulator.events import EventKind as K
@@ -272,7 +280,33 @@ def compute_metrics(
             "double_processing": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
             "anomalies": {k: 0 for k in ANOMALY_KINDS},
             "anomalies_not_allowed": 0,
+            "protocol_order_inversions": {
+                "count": 0,
+                "claims": 0,
+                "releases": 0,
+                "largest_ms": 0.0,
+            },
         }
+
+    # Clocks that contradict the protocol's order of a partition's owners.
+    inv = (
+        protocol_order_inversions(sh.ordered)
+        .groupBy("protocol")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.sum(F.when(F.col("what") == "claim", 1).otherwise(0)).cast("long").alias("claims"),
+            F.max("inversion_ms").alias("largest"),
+        )
+    )
+    for r in inv.collect():
+        m = out.get(str(r["protocol"]))
+        if m is not None:
+            m["protocol_order_inversions"] = {
+                "count": int(r["count"]),
+                "claims": int(r["claims"]),
+                "releases": int(r["count"]) - int(r["claims"]),
+                "largest_ms": float(r["largest"] or 0.0),
+            }
 
     # Anomaly-derived numbers (one small aggregate).
     dur = F.col("t_end_ms") - F.col("t_start_ms")

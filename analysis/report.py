@@ -840,7 +840,10 @@ def write_report(
             "nodes is certain only when longer than the clock-skew bound between "
             "them (metrics `clock_skew.bound_emu_ms`, from the offsets measured at "
             "the start of the run; `clock_skew.uncertain_windows` counts those that "
-            "are not).",
+            "are not). Owners of a partition on different nodes are put in the "
+            "protocol's order first (ZooKeeper czxids, generations, member epochs): "
+            "where the clocks contradict it, that is counted in "
+            "`protocol_order_inversions`, not reported as double ownership.",
             "",
             _md_table(summary, index=False),
             "",

@@ -16,6 +16,11 @@ Time is carried three ways (architecture.md, "The event log is the contract"):
 * ``ts_mono``: the emitting process's monotonic clock in seconds, for
   ordering within one process.
 
+Across nodes, wall clocks may disagree by their skew, so the analysis orders a
+partition's owners by what the protocol orders them by: ``zxid`` (the czxid of
+a legacy owner znode) on legacy claims, ``generation`` (generation or member
+epoch) on modern ones; time only within one node.
+
 Offsets are carried as half-open ranges ``[offset_start, offset_end)``: one
 event per batch, never one per message.
 """
@@ -80,6 +85,11 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("zk_watches", "long", "ZooKeeper watch notifications in the step"),
     Field("partitions", "string", "a partition list as 'topic:p,topic:p'"),
     Field("detail", "string", "free text or JSON for anything else"),
+    Field(
+        "zxid",
+        "long",
+        "ZooKeeper zxid of the change: the czxid of the owner znode a legacy claim created",
+    ),
 )
 
 FIELD_NAMES: Final[frozenset[str]] = frozenset(f.name for f in FIELDS)
@@ -123,7 +133,9 @@ class EventKind(enum.StrEnum):
         "ownership_released"  # topic, partition: owner znode deleted (release/rollback)
     )
     ASSIGNMENT_COMPUTED = "assignment_computed"  # partitions = my share; count
-    OWNERSHIP_CLAIMED = "ownership_claimed"  # topic, partition, thread_id: owner znode created
+    OWNERSHIP_CLAIMED = (
+        "ownership_claimed"  # topic, partition, thread_id: owner znode created (zxid = its czxid)
+    )
     CLAIM_CONFLICT = "claim_conflict"  # topic, partition: NodeExists; detail = current holder
     ATTEMPT_FINISHED = "attempt_finished"  # attempt, reason = ok | conflict | error:<name>; zk_*
     REBALANCE_BACKOFF = "rebalance_backoff"  # duration_ms = rebalance.backoff.ms

@@ -566,6 +566,26 @@ class ZkClient:
         )
         return created
 
+    async def create_with_stat_async(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        tally: ZkOpCounter | None = None,
+    ) -> tuple[str, Any]:
+        """``create2`` (no parents): ``(created path, ZnodeStat)``; the stat's ``czxid``
+        is the create's place in ZooKeeper's total order. Raises as :meth:`create_async`.
+        """
+        self._count(writes=1, tally=tally)
+        created: tuple[str, Any] = await self._await(
+            lambda: self.kazoo.create_async(
+                path, value, ephemeral=ephemeral, sequence=sequence, include_data=True
+            )
+        )
+        return created
+
     async def set_async(
         self, path: str, value: bytes, version: int = -1, tally: ZkOpCounter | None = None
     ) -> Any:
@@ -906,37 +926,54 @@ class ZkUtils:
 
     async def create_ephemeral_path(
         self, path: str, data: bytes, tally: ZkOpCounter | None = None
-    ) -> None:
-        """``createEphemeralPath``: create; on NoNode the parents, then create again."""
+    ) -> int:
+        """``createEphemeralPath``: create; on NoNode the parents, then create again.
+
+        Returns:
+            the created node's ``czxid`` (the create's zxid).
+        """
         try:
-            await self._retry(
-                lambda: self.client.create_async(path, data, ephemeral=True, tally=tally)
+            _, stat = await self._retry(
+                lambda: self.client.create_with_stat_async(
+                    path, data, ephemeral=True, tally=tally
+                )
             )
         except NoNodeError:
             await self.create_parent_path(path, tally)
-            await self._retry(
-                lambda: self.client.create_async(path, data, ephemeral=True, tally=tally)
+            _, stat = await self._retry(
+                lambda: self.client.create_with_stat_async(
+                    path, data, ephemeral=True, tally=tally
+                )
             )
+        return int(stat.czxid)
 
     async def create_ephemeral_path_expect_conflict(
         self, path: str, data: bytes, tally: ZkOpCounter | None = None
-    ) -> None:
+    ) -> int:
         """``createEphemeralPathExpectConflict`` (K@0.8.2.2 ``ZkUtils.scala`` lines 235-258).
 
         On NodeExists the node is read back: the same data means our own
         create landed before a connection loss (success); other data, or a
         node gone before the read, rethrows.
 
+        Returns:
+            the node's ``czxid``: from the create, or from the read-back stat
+            when our own create had landed before a connection loss.
+
         Raises:
             EphemeralConflict: (a NodeExistsError) with the stored data.
         """
         try:
-            await self.create_ephemeral_path(path, data, tally)
+            return await self.create_ephemeral_path(path, data, tally)
         except NodeExistsError:
-            stored = await self.read_maybe(path, tally)
+            try:
+                stored, stat = await self.read(path, tally)
+            except NoNodeError:
+                stored, stat = None, None
             if stored is None or stored != data:
                 raise EphemeralConflict(path, stored) from None
             log.info("%s exists with value %r during connection loss; this is ok", path, data)
+            return int(stat.czxid)
 
     async def create_ephemeral_path_expect_conflict_handle_zk_bug(
         self,

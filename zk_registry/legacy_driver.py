@@ -32,7 +32,8 @@ CommitOffsets                per offset ``updatePersistentPath``: set; on NoNode
 FetchOffsets                 one read per partition (``readDataMaybeNull``; NoNode -> None)
 ClaimOwnership               one ephemeral create per partition, all issued at once, every one
                              tried; on NodeExists read the node back
-                             (``createEphemeralPathExpectConflict``)
+                             (``createEphemeralPathExpectConflict``); each created node's
+                             czxid is returned (``ClaimResult.zxids``)
 WatchBrokers                 ``subscribeChildChanges(/brokers/ids)``: exists + getChildren
 CloseSession                 ``zkClient.close()``
 ===========================  ==============================================================
@@ -363,26 +364,30 @@ class LegacyZkDriver:
         """``reflectPartitionOwnershipDecision``: every create, concurrently."""
         items = list(req.decision.items())
 
-        async def claim(tp: TopicPartition, thread: str) -> None:
+        async def claim(tp: TopicPartition, thread: str) -> int:
             path = owner_path(self.group, tp[0], tp[1])
-            await self.zk.create_ephemeral_path_expect_conflict(path, encode_owner(thread), tally)
+            return await self.zk.create_ephemeral_path_expect_conflict(
+                path, encode_owner(thread), tally
+            )
 
         outcomes = await asyncio.gather(
             *(claim(tp, thread) for tp, thread in items), return_exceptions=True
         )
         created: list[TopicPartition] = []
         conflicts: dict[TopicPartition, str | None] = {}
+        zxids: dict[TopicPartition, int] = {}
         error: BaseException | None = None
         for (tp, _), outcome in zip(items, outcomes, strict=True):
-            if outcome is None:
+            if isinstance(outcome, int):  # the owner node's czxid
                 created.append(tp)
+                zxids[tp] = outcome
             elif isinstance(outcome, EphemeralConflict):
                 conflicts[tp] = None if outcome.stored is None else decode_owner(outcome.stored)
             elif isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             elif error is None:
                 error = outcome
-        result = ClaimResult(created=tuple(created), conflicts=conflicts)
+        result = ClaimResult(created=tuple(created), conflicts=conflicts, zxids=zxids)
         if error is not None:
             raise _Failed(result, type(error).__name__)
         return result

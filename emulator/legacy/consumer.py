@@ -551,12 +551,16 @@ class LegacyConsumer:
             assert res is not None and isinstance(res.value, ClaimResult)
             claim = res.value
             for t, p in claim.created:
+                # The owner znode's czxid: ZooKeeper's order of the claims, which
+                # the checkers use across nodes (wall clocks may be skewed).
+                zxid = claim.zxids.get((t, p))
                 yield self._emit(
                     EventKind.OWNERSHIP_CLAIMED,
                     topic=t,
                     partition=p,
                     thread_id=decision[(t, p)],
                     attempt=attempt,
+                    **({} if zxid is None else {"zxid": zxid}),
                 )
             if claim.conflicts:
                 self.stats.conflicts += len(claim.conflicts)

@@ -218,10 +218,14 @@ class ClaimResult:
         created: partitions whose owner node this attempt created.
         conflicts: partitions that were already owned, mapped to the holder's
             thread id as read back (``None`` when it vanished before the read).
+        zxids: the czxid of each created owner node (ZooKeeper's total order
+            of the claims; for our own node met after a connection loss, the
+            czxid read back). A driver that does not know it leaves it out.
     """
 
     created: tuple[TopicPartition, ...]
     conflicts: Mapping[TopicPartition, str | None]
+    zxids: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 Output = Request | Effect

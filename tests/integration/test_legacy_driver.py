@@ -247,7 +247,11 @@ def test_claim_conflict_reports_the_holder_and_rollback_deletes(zk_connect: str)
             ClaimOwnership(h.rid(), {("t", 0): a.thread(0), ("t", 1): a.thread(0)})
         )
         assert res.error is None
-        assert res.value == ClaimResult(created=(("t", 0), ("t", 1)), conflicts={})
+        assert isinstance(res.value, ClaimResult)
+        assert (res.value.created, res.value.conflicts) == ((("t", 0), ("t", 1)), {})
+        for p in (0, 1):  # each created node's czxid: ZooKeeper's order of the claims
+            _, stat = await a.client.get_async(L.owner_path(GROUP, "t", p))
+            assert res.value.zxids[("t", p)] == stat.czxid
         assert (res.reads, res.writes) == (0, 2)
 
         res = await b.driver.execute(
@@ -279,7 +283,10 @@ def test_claim_over_a_prior_identical_node_is_success(zk_connect: str) -> None:
         await a.client.create_async(path, a.thread(0).encode(), ephemeral=True)  # "before the loss"
         res = await a.driver.execute(ClaimOwnership(h.rid(), {("t", 0): a.thread(0)}))
         assert res.error is None
-        assert res.value == ClaimResult(created=(("t", 0),), conflicts={})
+        _, stat = await a.client.get_async(path)
+        assert res.value == ClaimResult(
+            created=(("t", 0),), conflicts={}, zxids={("t", 0): stat.czxid}
+        )
         assert (res.reads, res.writes) == (1, 1)
 
     run(zk_connect, scenario)
@@ -289,7 +296,9 @@ def test_claim_creates_missing_parents(zk_connect: str) -> None:
     async def scenario(h: Harness) -> None:
         a = await h.member(0)
         res = await a.driver.execute(ClaimOwnership(h.rid(), {("t", 0): a.thread(0)}))
-        assert res.error is None and res.value == ClaimResult((("t", 0),), {})
+        _, stat = await a.client.get_async(L.owner_path(GROUP, "t", 0))
+        assert res.error is None
+        assert res.value == ClaimResult((("t", 0),), {}, {("t", 0): stat.czxid})
         # create (NoNode); createPersistent owners/t (NoNode), owners, owners/t; create
         assert (res.reads, res.writes) == (0, 5)
 
