@@ -6,7 +6,6 @@ import resource
 import socket
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
@@ -30,6 +29,15 @@ class RunContext:
         leaders: ``(topic, partition) -> leader broker id``.
         processing_ms_per_message: emulated processing cost.
         validate_events: check every event against the schema (tests).
+        storage_mode: where logs go (:mod:`actors.spool`): ``local`` (straight
+            into ``events_dir``), ``shared`` (``events_dir`` is shared by every
+            node, or, with ``events_url``, a local spool file copied there at
+            close) or ``shipped`` (actors on the driver's node write into
+            ``events_dir``, the others into a spool the driver fetches).
+        events_url: ``shared``: the URL of this protocol's events directory.
+        spool_root: the node-local spool root (``""``: each node's default,
+            :func:`emulator.storage.default_spool_root`).
+        driver_node: ``shipped``: the driver's Ray node id.
     """
 
     run_id: str
@@ -48,6 +56,10 @@ class RunContext:
     partitions_per_topic: dict[str, int] = field(default_factory=dict)
     assignor: str = "range"
     static_membership: bool = False
+    storage_mode: str = "local"
+    events_url: str = ""
+    spool_root: str = ""
+    driver_node: str = ""
 
     def clock(self) -> ScaledClock:
         """This run's emulated clock."""
@@ -55,15 +67,19 @@ class RunContext:
 
     def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
         """An event writer for one actor, in this run's events directory."""
+        from actors.spool import log_target
+
         c = clock or self.clock()
+        path, on_close = log_target(self, actor)
         return EventWriter(
-            Path(self.events_dir) / f"{actor}.msgpack",
+            path,
             run_id=self.run_id,
             node=socket.gethostname(),
             actor=actor,
             protocol=self.protocol,
             emu_clock=c.now_ms,
             validate=self.validate_events,
+            on_close=on_close,
         )
 
     def scaled_s(self, kafka_ms: float) -> float:

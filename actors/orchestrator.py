@@ -15,8 +15,10 @@ import contextlib
 import json
 import platform
 import random
+import shutil
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -32,9 +34,11 @@ from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
+from actors.spool import collect, current_node, spool_root_setting
 from emulator.eventlog import read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
 from emulator.scenario import RUN_PROTOCOLS, Scenario
+from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
 
 BASE_BROKER_PORT = 9092
@@ -71,11 +75,45 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    """Write the manifest atomically (a crash leaves the old one, never half of one)."""
+def write_manifest(path: Path | Location, manifest: dict[str, Any]) -> None:
+    """Write the manifest atomically (a crash leaves the old one, never half of one).
+
+    ``path`` is the manifest file, or a run :class:`~emulator.storage.Location`
+    (``manifest.json`` is written there, on any storage).
+    """
+    text = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
+    if isinstance(path, Location):
+        try:
+            path.write_text("manifest.json", text)
+        except StorageError as exc:
+            raise RunError(str(exc)) from None
+        return
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class EventStorage:
+    """Where a run's event logs go (see :mod:`actors.spool`).
+
+    Attributes:
+        mode: ``local``, ``shared`` or ``shipped``.
+        location: the run directory (local path or URL).
+        spool_root: the node-local spool root (``""``: each node's default).
+        driver_node: the driver's Ray node id.
+    """
+
+    mode: str
+    location: Location
+    spool_root: str = ""
+    driver_node: str = ""
+
+    def events_url(self, protocol: str) -> str:
+        """``shared`` on a URL: the URL of a protocol's events directory."""
+        if self.mode == "shared" and self.location.is_url:
+            return self.location.child_uri(f"{protocol}/events")
+        return ""
 
 
 def ensure_ray(address: str | None) -> None:
@@ -121,10 +159,14 @@ class ProtocolRun:
         zk_hosts: list[str],
         status: Status | None = None,
         validate_events: bool = False,
+        storage: EventStorage | None = None,
     ) -> None:
         self.scenario = scenario
         self.protocol = protocol
         self.dir = out_dir / protocol
+        self.storage = storage or EventStorage("local", resolve(out_dir))
+        # where each actor's log went (actors.spool.collect), for the manifest
+        self.storage_report: dict[str, Any] = {}
         self.run_id = run_id
         self.zk_hosts = zk_hosts
         self.status = status or (lambda _s: None)
@@ -195,6 +237,10 @@ class ProtocolRun:
             static_membership=sc.group.static_membership and generation != "zookeeper",
             processing_ms_per_message=sc.group.processing_ms_per_message,
             validate_events=self.validate_events,
+            storage_mode=self.storage.mode,
+            events_url=self.storage.events_url(self.protocol),
+            spool_root=self.storage.spool_root,
+            driver_node=self.storage.driver_node,
         )
 
     def _create_topics(self, zk_hosts: str, chroot: str) -> dict[tuple[str, int], int]:
@@ -311,21 +357,51 @@ class ProtocolRun:
             raise
         finally:
             self._teardown()
+            self._gather_logs()
             self._restore_zookeeper()
-            summary = summarize(read_run_events(self.dir / "events"))
+            summary = summarize(self._read_events())
             self.result = ProtocolResult(
                 self.protocol, status, summary, time.monotonic() - wall0, self.notes
             )
         del sc
         return self.result
 
+    def _read_events(self) -> Any:
+        """This protocol's events, wherever the run directory is."""
+        loc = self.storage.location
+        if loc.is_url:
+            return loc.read_events(f"{self.protocol}/events")
+        return read_run_events(self.dir / "events")
+
+    def _gather_logs(self) -> None:
+        """Bring spooled logs into the run directory; record where every log went."""
+        ctx: RunContext | None = getattr(self, "ctx", None)
+        if ctx is None:
+            return
+        try:
+            self.storage_report = collect(ctx, self.placement_report.get("actors", {}))
+        except Exception as exc:  # never lose the run's result over the bookkeeping
+            first = (str(exc).strip().splitlines() or [""])[0]
+            note = f"event logs could not all be gathered: {type(exc).__name__}: {first}"
+            self.notes.append(note)
+            self.storage_report = {"error": note}
+        for actor, why in self.storage_report.get("missing", {}).items():
+            self.notes.append(
+                f"the event log of {actor} is not in the run directory: {why.get('reason')}"
+            )
+
     def _run(self) -> None:
         sc = self.scenario
-        events_dir = self.dir / "events"
-        if events_dir.exists():  # --force: this protocol's old logs go, not appended to
-            for old in events_dir.glob("*.msgpack"):
-                old.unlink()
-        events_dir.mkdir(parents=True, exist_ok=True)
+        loc = self.storage.location
+        if loc.is_url:  # --force: this protocol's old logs go, not appended to
+            for old in loc.list_files(f"{self.protocol}/events", ".msgpack"):
+                loc.delete(old)
+        else:
+            events_dir = self.dir / "events"
+            if events_dir.exists():
+                for old in events_dir.glob("*.msgpack"):
+                    old.unlink()
+            events_dir.mkdir(parents=True, exist_ok=True)
         # Emulated time 0 is a little ahead, so every actor is up by then.
         leaders = self._create_topics(",".join(self.zk_hosts), self._chroot())
         plan = sc.action_plan()
@@ -894,23 +970,27 @@ def new_run_id(scenario: Scenario) -> str:
 def run_scenario(
     scenario: Scenario,
     protocols: list[str],
-    out_dir: Path,
+    out_dir: Path | str,
     *,
     zookeeper: str | None = None,
     ray_address: str | None = None,
     status: Status | None = None,
     validate_events: bool = False,
+    shared_storage: bool = False,
 ) -> list[ProtocolResult]:
     """Run a scenario under each protocol; write the manifest; return the results.
 
     Args:
         scenario: the validated scenario.
         protocols: protocols to run, in order.
-        out_dir: the run directory.
+        out_dir: the run directory: a local path, or a URL pyarrow understands
+            (``s3://``, ``gs://``, ``hdfs://``, ``file://``; see :mod:`emulator.storage`).
         zookeeper: a ZooKeeper connect string; ``None`` starts an embedded one.
         ray_address: a Ray cluster to join; ``None`` starts a local Ray.
         status: live-progress callback.
         validate_events: check every event against the schema while writing.
+        shared_storage: a local ``out_dir`` is the same directory on every
+            node (a shared mount): actors write there directly.
 
     Raises:
         RunError: the run could not be set up (one-line message).
@@ -918,7 +998,13 @@ def run_scenario(
     for p in protocols:
         if p not in RUN_PROTOCOLS:
             raise RunError(f"unknown protocol {p!r} (choose from {', '.join(RUN_PROTOCOLS)})")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        loc = resolve(out_dir)
+        loc.makedirs()
+    except StorageError as exc:
+        raise RunError(str(exc)) from None
+    out_path = Path(loc.root)  # the local run directory (unused for a URL)
+    mpath: Path | Location = loc if loc.is_url else out_path / "manifest.json"
     run_id = new_run_id(scenario)
     manifest: dict[str, Any] = {
         "run_id": run_id,
@@ -933,19 +1019,30 @@ def run_scenario(
         "host": socket.gethostname(),
         "event_log_layout": "<protocol>/events/*.msgpack",
     }
-    mpath = out_dir / "manifest.json"
     write_manifest(mpath, manifest)
     ensemble: Any = None
+    zk_tmp: str | None = None
     results: list[ProtocolResult] = []
     try:
-        zk_hosts, zk_info = _zookeeper(scenario, out_dir, zookeeper)
+        if loc.is_url and zookeeper is None:  # the embedded ZooKeeper's data stays on local disk
+            zk_tmp = tempfile.mkdtemp(prefix="rebalance-emu-zk-")
+        zk_hosts, zk_info = _zookeeper(scenario, Path(zk_tmp) if zk_tmp else out_path, zookeeper)
         ensemble = zk_info.pop("_ensemble", None)
         manifest["zookeeper"] = zk_info
         write_manifest(mpath, manifest)
         ensure_ray(ray_address)
-        manifest["ray"] = {
-            "address": ray_address or "local",
-            "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+        n_nodes = len([n for n in ray.nodes() if n.get("Alive")])
+        manifest["ray"] = {"address": ray_address or "local", "nodes": n_nodes}
+        mode = "shipped" if n_nodes > 1 else "local"
+        if loc.is_url or shared_storage:
+            mode = "shared"
+        storage = EventStorage(mode, loc, spool_root_setting(), current_node())
+        manifest["event_storage"] = {
+            "mode": mode,
+            "url": loc.display(),
+            "spool": storage.spool_root or "<tmp>/rebalance-emu-spool on each node",
+            "driver_node": storage.driver_node,
+            "protocols": {},
         }
         try:
             check_placement(
@@ -959,7 +1056,9 @@ def run_scenario(
         except PlacementError as exc:
             raise RunError(str(exc)) from None
         for protocol in protocols:
-            pr = ProtocolRun(scenario, protocol, out_dir, run_id, zk_hosts, status, validate_events)
+            pr = ProtocolRun(
+                scenario, protocol, out_path, run_id, zk_hosts, status, validate_events, storage
+            )
             pr.ensemble = ensemble
             try:
                 result = pr.run()
@@ -976,6 +1075,7 @@ def run_scenario(
                         "lost_hosts": sorted(pr.lost_hosts),
                         "resources": pr.resources,
                     }
+                    manifest["event_storage"]["protocols"][protocol] = pr.storage_report
                     write_manifest(mpath, manifest)
             results.append(result)
         manifest["status"] = (
@@ -998,6 +1098,8 @@ def run_scenario(
         if ensemble is not None:
             with contextlib.suppress(Exception):
                 ensemble.stop()
+        if zk_tmp is not None:
+            shutil.rmtree(zk_tmp, ignore_errors=True)
     return results
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import report as rpt
+from emulator.storage import Location, StorageError, is_url, resolve
 
 Progress = Callable[[str], None]
 
@@ -94,7 +95,7 @@ class RunAnalysis:
         data: what was read: files, events, truncated files.
     """
 
-    run_dir: Path
+    run_dir: Path | str
     label: str
     manifest: dict[str, Any]
     metrics: dict[str, dict[str, Any]]
@@ -102,27 +103,55 @@ class RunAnalysis:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def check_run_dir(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest; :class:`CompareError` when ``run_dir`` is not a run directory."""
-    if not run_dir.is_dir():
-        raise CompareError(f"{run_dir}: no such run directory")
-    mpath = run_dir / "manifest.json"
-    if not mpath.is_file():
-        raise CompareError(f"{run_dir}: not a run directory (no manifest.json)")
+def _run_location(run_dir: Path | str) -> Location:
     try:
-        manifest = json.loads(mpath.read_text())
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{mpath}: unreadable manifest ({str(exc).splitlines()[0]})") from None
-    if not isinstance(manifest, dict):
-        raise CompareError(f"{mpath}: the manifest is not a JSON object")
-    if not any(run_dir.glob("*/events/*.msgpack")):
-        raise CompareError(f"{run_dir}: no event logs (<protocol>/events/*.msgpack)")
+        return resolve(run_dir)
+    except StorageError as exc:
+        raise CompareError(str(exc)) from None
+
+
+def check_run_dir(run_dir: Path | str) -> dict[str, Any]:
+    """The run's manifest; :class:`CompareError` when ``run_dir`` is not a run directory.
+
+    ``run_dir`` is a local path or a URL (``s3://...``, see :mod:`emulator.storage`).
+    """
+    loc = _run_location(run_dir)
+    shown = loc.display() if loc.is_url else str(run_dir)
+    mshown = loc.display("manifest.json") if loc.is_url else str(Path(run_dir) / "manifest.json")
+    try:
+        if not loc.is_dir():
+            raise CompareError(f"{shown}: no such run directory")
+        if not loc.is_file("manifest.json"):
+            raise CompareError(f"{shown}: not a run directory (no manifest.json)")
+        try:
+            manifest = json.loads(loc.read_text("manifest.json"))
+        except (OSError, ValueError) as exc:
+            raise CompareError(
+                f"{mshown}: unreadable manifest ({str(exc).splitlines()[0]})"
+            ) from None
+        if not isinstance(manifest, dict):
+            raise CompareError(f"{mshown}: the manifest is not a JSON object")
+        if not loc.event_logs():
+            raise CompareError(f"{shown}: no event logs (<protocol>/events/*.msgpack)")
+    except StorageError as exc:
+        raise CompareError(str(exc)) from None
     return manifest
+
+
+def _as_run_dir(d: Path | str) -> Path | str:
+    """A URL stays a string (``Path`` would fold its ``//``); anything else is a Path."""
+    return d if isinstance(d, str) and is_url(d) else Path(d)
+
+
+def _base_name(d: Path | str) -> str:
+    if isinstance(d, str):
+        return _run_location(d).root.rstrip("/").rsplit("/", 1)[-1] or "run"
+    return d.resolve().name or "run"
 
 
 def analyze_run(
     spark: Any,
-    run_dir: Path,
+    run_dir: Path | str,
     *,
     label: str | None = None,
     progress: Progress | None = None,
@@ -158,9 +187,9 @@ def analyze_run(
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
     )
-    run_dir = Path(run_dir)
+    run_dir = _as_run_dir(run_dir)
     manifest = check_run_dir(run_dir)
-    name = label or run_dir.name
+    name = label or _base_name(run_dir)
     say(f"{name}: loading event logs from {run_dir}")
     shuffle_before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
@@ -377,10 +406,10 @@ def merge(analyses: Sequence[RunAnalysis]) -> tuple[dict[str, Any], dict[str, An
     return metrics, frames
 
 
-def _labels(run_dirs: Sequence[Path]) -> list[str]:
+def _labels(run_dirs: Sequence[Path | str]) -> list[str]:
     labels: list[str] = []
     for d in run_dirs:
-        base = d.resolve().name or "run"
+        base = _base_name(d)
         name, i = base, 2
         while name in labels:
             name, i = f"{base}-{i}", i + 1
@@ -389,7 +418,7 @@ def _labels(run_dirs: Sequence[Path]) -> list[str]:
 
 
 def compare(
-    run_dirs: Sequence[Path],
+    run_dirs: Sequence[Path | str],
     out_dir: Path | None = None,
     spark_master: str | None = None,
     progress: Progress | None = None,
@@ -400,8 +429,9 @@ def compare(
 
     Args:
         run_dirs: one or more run directories (``manifest.json`` and
-            ``<protocol>/events/*.msgpack``).
-        out_dir: the report directory; default ``<first run>/report``.
+            ``<protocol>/events/*.msgpack``), local paths or URLs.
+        out_dir: the report directory; default ``<first run>/report``
+            (``reports/<name>`` here when the first run is at a URL).
         spark_master: a Spark master URL; ``None``: ``local[*]``.
         progress: called with one line per step; ``None`` prints them to stderr.
         spark: an existing SparkSession to use instead (then ``spark_master``
@@ -415,12 +445,16 @@ def compare(
         CompareError: a missing or unreadable run directory or event log.
     """
     say = progress if progress is not None else stderr_progress()
-    dirs = [Path(d) for d in run_dirs]
+    dirs = [_as_run_dir(d) for d in run_dirs]
     if not dirs:
         raise CompareError("no run directory given")
     for d in dirs:
         check_run_dir(d)
-    out = Path(out_dir) if out_dir is not None else dirs[0] / "report"
+    if out_dir is not None:
+        out = Path(out_dir)
+    else:
+        first = dirs[0]
+        out = first / "report" if isinstance(first, Path) else Path("reports") / _base_name(first)
     if spark is None:
         from analysis.spark import get_spark
 

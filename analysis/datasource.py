@@ -1,8 +1,10 @@
 """A PySpark Python Data Source for the emulator's msgpack event logs.
 
 ``spark.read.format("rebalance-events").load(path)`` reads every ``*.msgpack``
-log under ``path`` (a run directory, an events directory or one file) into the
-event table of :func:`analysis.schema.spark_schema`: one column per field of
+log under ``path`` (a run directory, an events directory or one file; a local
+path or a URL pyarrow understands, ``s3://`` ``gs://`` ``hdfs://``, see
+:mod:`emulator.storage`) into the event table of
+:func:`analysis.schema.spark_schema`: one column per field of
 :data:`emulator.events.FIELDS` plus ``source_file``.
 
 Planning. Each file is walked once on the planning side with
@@ -16,6 +18,8 @@ data source in the ``plan`` option.
 
 Reading. Each partition decodes exactly its planned records and yields Arrow
 record batches of ``batchRows`` rows matching :func:`analysis.schema.arrow_schema`.
+A log on remote storage carries its URL in the plan (``Segment.uri``) and is
+opened through ``pyarrow.fs`` in the Spark Python worker that reads it.
 
 Nothing is dropped silently:
 
@@ -55,6 +59,7 @@ from pyspark.sql.types import StructType
 
 from analysis.schema import SOURCE_FILE, arrow_schema, column_names, spark_schema
 from emulator.eventlog import CorruptEventLog
+from emulator.storage import Location, StorageError, is_url, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,13 +95,16 @@ class Segment:
     """One input partition: a run of whole records of one file.
 
     Attributes:
-        path: the file (absolute).
+        path: the file (absolute; for a remote file its URL without options,
+            the name errors give).
         rel: the ``source_file`` value (path relative to the loaded directory).
         start: byte offset of the first record.
         end: byte offset just past the last record.
         records: number of records in ``[start, end)``.
         truncated: bytes of a truncated tail right after ``end`` (last segment
             of a file only, else 0).
+        uri: a remote file's full URL (with its options), opened through
+            ``pyarrow.fs``; ``""`` for a local file.
     """
 
     path: str
@@ -105,6 +113,7 @@ class Segment:
     end: int
     records: int
     truncated: int = 0
+    uri: str = ""
 
 
 class SegmentPartition(InputPartition):
@@ -128,20 +137,33 @@ class FilePlan:
     truncated_bytes: int = 0
 
 
-def plan_file(path: str | Path, rel: str, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> FilePlan:
+def _open_uri(uri: str) -> Any:
+    """A remote file, opened for random access through ``pyarrow.fs``."""
+    loc = resolve(uri)
+    return loc.open_input("")
+
+
+def plan_file(
+    path: str | Path, rel: str, segment_bytes: int = DEFAULT_SEGMENT_BYTES, uri: str = ""
+) -> FilePlan:
     """Walk one log file's records without decoding them.
 
     Args:
-        path: the file.
+        path: the file (with ``uri``: its name for messages).
         rel: its ``source_file`` name.
         segment_bytes: cut into segments of about this many bytes at record
             boundaries; ``0`` keeps the file whole.
+        uri: a remote file's URL: it is read as a stream through ``pyarrow.fs``.
 
     Raises:
         CorruptEventLog: bytes that are not msgpack, or a record that is not a
             map, with the byte offset of the record.
+        StorageError: a remote file that cannot be read.
     """
     p = str(path)
+    if uri:
+        with _open_uri(uri) as f:
+            return _plan_stream(f, p, rel, int(f.size()), segment_bytes, uri)
     with open(p, "rb") as f:
         size = f.seek(0, 2)
         f.seek(0)
@@ -183,6 +205,126 @@ def plan_file(path: str | Path, rel: str, segment_bytes: int = DEFAULT_SEGMENT_B
     return plan
 
 
+def _plan_stream(
+    f: Any, p: str, rel: str, size: int, segment_bytes: int, uri: str = ""
+) -> FilePlan:
+    """:func:`plan_file` over a stream read once from its start (a remote file)."""
+    plan = FilePlan(path=p, rel=rel, size=size, records=0)
+    if size == 0:
+        return plan
+    unpacker = msgpack.Unpacker(max_buffer_size=0)
+    buf = bytearray()  # the fed bytes from offset `base` on
+    base = 0
+    fed = 0
+    pos = 0
+    seg_start = 0
+    seg_records = 0
+    records = 0
+    limit = segment_bytes if segment_bytes > 0 else size + 1
+
+    def feed() -> bool:
+        nonlocal fed
+        chunk = f.read(_READ_SIZE)
+        if not chunk:
+            return False
+        unpacker.feed(chunk)
+        buf.extend(chunk)
+        fed += len(chunk)
+        return True
+
+    while pos < size:
+        if pos >= fed and not feed():
+            break
+        if buf[pos - base] not in _MAP_FIRST_BYTES:
+            raise CorruptEventLog(p, pos, f"byte 0x{buf[pos - base]:02x} does not start a map")
+        while True:
+            try:
+                unpacker.skip()
+                break
+            except msgpack.OutOfData:
+                if not feed():
+                    plan.truncated_at = pos
+                    plan.truncated_bytes = size - pos
+                    break
+            except _UNPACK_ERRORS as exc:
+                raise CorruptEventLog(p, pos, str(exc) or type(exc).__name__) from None
+        if plan.truncated_bytes:
+            break
+        pos = unpacker.tell()
+        if pos - base > 4 * _READ_SIZE:  # keep only what the next records need
+            del buf[: pos - base]
+            base = pos
+        records += 1
+        seg_records += 1
+        if pos - seg_start >= limit and pos < size:
+            plan.segments.append(Segment(p, rel, seg_start, pos, seg_records, uri=uri))
+            seg_start = pos
+            seg_records = 0
+    plan.records = records
+    if seg_records or plan.truncated_bytes or not plan.segments:
+        plan.segments.append(
+            Segment(p, rel, seg_start, pos, seg_records, truncated=plan.truncated_bytes, uri=uri)
+        )
+    return plan
+
+
+def _remote_root(root: str | Path) -> Location | None:
+    """The location of a URL that is not on this machine's filesystem, else None."""
+    if not (isinstance(root, str) and is_url(root)):
+        return None
+    try:
+        loc = resolve(root)
+    except StorageError as exc:
+        raise EventLogError(str(exc), root) from None
+    return None if loc.local_path is not None else loc
+
+
+def _local_root(root: str | Path) -> Path:
+    """A local path, or the path of a ``file://`` URL."""
+    if isinstance(root, str) and is_url(root):
+        try:
+            local = resolve(root).local_path
+        except StorageError as exc:
+            raise EventLogError(str(exc), root) from None
+        if local is not None:
+            return local
+    return Path(root)
+
+
+def plan_remote(
+    loc: Location,
+    protocols: Sequence[str] | None = None,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+) -> list[FilePlan]:
+    """Find and plan the logs of a run directory on remote storage (see :func:`find_logs`).
+
+    Raises:
+        EventLogError: unreachable storage, a requested protocol without logs,
+            or a corrupt log.
+    """
+    try:
+        if protocols:
+            rels: list[str] = []
+            for proto in protocols:
+                found = loc.list_files(f"{proto}/events", ".msgpack")
+                if not found:
+                    raise EventLogError(
+                        f"no event logs for protocol {proto!r} in {loc.display()}",
+                        loc.display(f"{proto}/events"),
+                    )
+                rels.extend(found)
+        else:
+            rels = loc.event_logs() or loc.list_files("", ".msgpack", recursive=True)
+        return [
+            plan_file(loc.display(rel), rel, segment_bytes, uri=loc.child_uri(rel))
+            for rel in rels
+        ]
+    except StorageError as exc:
+        raise EventLogError(str(exc), loc.display()) from None
+    except CorruptEventLog as exc:
+        raise EventLogError(str(exc), exc.path, exc.offset) from None
+
+
 def find_logs(root: str | Path, protocols: Sequence[str] | None = None) -> list[Path]:
     """The log files under ``root``, sorted.
 
@@ -194,7 +336,7 @@ def find_logs(root: str | Path, protocols: Sequence[str] | None = None) -> list[
         EventLogError: ``root`` does not exist, or a requested protocol has no
             events directory.
     """
-    r = Path(root)
+    r = _local_root(root)
     if r.is_file():
         return [r]
     if not r.is_dir():
@@ -270,10 +412,13 @@ class RebalanceEventsReader(DataSourceReader):
         else:
             if not self.path:
                 raise EventLogError("rebalance-events needs a path to load", "")
-            files = find_logs(self.path, self.protocols)
-            segments = [
-                s for p in plan_files(self.path, files, self.segment_bytes) for s in p.segments
-            ]
+            remote = _remote_root(self.path)
+            if remote is not None:
+                plans = plan_remote(remote, self.protocols, self.segment_bytes)
+            else:
+                root = _local_root(self.path)
+                plans = plan_files(root, find_logs(root, self.protocols), self.segment_bytes)
+            segments = [s for p in plans for s in p.segments]
         if self.truncated == "error":
             for s in segments:
                 if s.truncated:
@@ -313,7 +458,11 @@ def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator
     names = column_names()
     event_names = names[:-1]
     types = [schema.field(n).type for n in event_names]
-    with open(seg.path, "rb") as f:
+    try:
+        opened = _open_uri(seg.uri) if seg.uri else open(seg.path, "rb")  # noqa: SIM115
+    except StorageError as exc:
+        raise CorruptEventLog(seg.path, seg.start, f"cannot open: {exc}") from None
+    with opened as f:
         f.seek(seg.start)
         unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=_READ_SIZE)
         unpack = unpacker.unpack
@@ -419,7 +568,8 @@ def load_events(
         spark: a session from :func:`analysis.spark.get_spark` (the source is
             registered here if it is not yet).
         run_dir: the run directory (``manifest.json``, ``<protocol>/events/``),
-            or any directory holding ``*.msgpack`` logs.
+            or any directory holding ``*.msgpack`` logs; a local path or a URL
+            (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
         protocols: only these protocols' logs (``<run>/<protocol>/events``).
         segment_bytes: split files larger than this (``0``: one partition per file).
         batch_rows: rows per Arrow batch.
@@ -428,7 +578,10 @@ def load_events(
         EventLogError: no such directory, no logs, a requested protocol without
             logs, or a corrupt log (message names path and byte offset).
     """
-    root = Path(run_dir)
+    remote = _remote_root(run_dir)
+    if remote is not None:
+        return _load_remote(spark, remote, protocols, segment_bytes, batch_rows)
+    root = _local_root(run_dir)
     files = find_logs(root, protocols)
     if not files:
         raise EventLogError(f"no event logs (*.msgpack) under {root}", str(root))
@@ -445,13 +598,49 @@ def load_events(
     except CorruptEventLog as exc:
         raise EventLogError(str(exc), exc.path, exc.offset) from None
     plan_s = time.perf_counter() - t0
+    return _loaded(spark, str(root), plans, manifest, plan_s, batch_rows)
+
+
+def _load_remote(
+    spark: SparkSession,
+    loc: Location,
+    protocols: Sequence[str] | None,
+    segment_bytes: int,
+    batch_rows: int,
+) -> LoadedEvents:
+    """:func:`load_events` of a run directory on remote storage."""
+    t0 = time.perf_counter()
+    plans = plan_remote(loc, protocols, segment_bytes)
+    plan_s = time.perf_counter() - t0
+    if not plans:
+        raise EventLogError(f"no event logs (*.msgpack) under {loc.display()}", loc.display())
+    manifest: dict[str, Any] = {}
+    try:
+        if loc.is_file("manifest.json"):
+            manifest = json.loads(loc.read_text("manifest.json"))
+    except StorageError as exc:
+        raise EventLogError(str(exc), loc.display("manifest.json")) from None
+    except ValueError as exc:
+        where = loc.display("manifest.json")
+        raise EventLogError(f"unreadable manifest {where}: {exc}", where) from None
+    return _loaded(spark, loc.display(), plans, manifest, plan_s, batch_rows)
+
+
+def _loaded(
+    spark: SparkSession,
+    root: str,
+    plans: Sequence[FilePlan],
+    manifest: dict[str, Any],
+    plan_s: float,
+    batch_rows: int,
+) -> LoadedEvents:
     _ensure_registered(spark)
     df = (
         spark.read.format(FORMAT)
         .option("plan", _plan_to_json(plans))
         .option("truncated", "skip")
         .option("batchRows", str(batch_rows))
-        .load(str(root))
+        .load(root)
     )
     return LoadedEvents(
         events=df,

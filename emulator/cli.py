@@ -2,8 +2,8 @@
 
 ::
 
-    rebalance-emu run SCENARIO.toml [--protocol P ...] [--out DIR]
-                      [--zookeeper CONNECT] [--ray-address ADDR]
+    rebalance-emu run SCENARIO.toml [--protocol P ...] [--out DIR|URL]
+                      [--zookeeper CONNECT] [--ray-address ADDR] [--shared-storage]
     rebalance-emu compare RUN_DIR [RUN_DIR ...] [--spark-master URL] [--out DIR]
     rebalance-emu demo [--scenario NAME] [--out DIR]
     rebalance-emu zk start|stop|status [--ensemble N]
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.scenario import RUN_PROTOCOLS, ScenarioError, bundled_scenarios, load_scenario
+from emulator.storage import StorageError, is_url, resolve
 
 ALL_PROTOCOLS = RUN_PROTOCOLS
 EXIT_USAGE = 2
@@ -120,7 +121,7 @@ class _LiveStatus:
             print(line, file=sys.stderr, flush=True)
 
 
-def _print_summary(results: list[Any], out: Path) -> None:
+def _print_summary(results: list[Any], out: Path | str) -> None:
     cols = (
         "rebalances",
         "attempts",
@@ -163,12 +164,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_USAGE)
     except (ValueError, OSError) as exc:
         return _fail(str(exc), EXIT_USAGE)
-    out = (
-        Path(args.out)
+    out: Path | str = (
+        (args.out if is_url(args.out) else Path(args.out))
         if args.out
         else Path("runs") / (f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     )
-    if out.exists() and any(out.iterdir()) and not args.force:
+    if isinstance(out, str):
+        try:
+            loc = resolve(out)
+            taken = loc.exists("manifest.json")
+        except StorageError as exc:
+            return _fail(f"--out {exc}", EXIT_USAGE)
+        if taken and not args.force:
+            return _fail(
+                f"--out {loc.display()} holds a run already (use --force to write into it)",
+                EXIT_USAGE,
+            )
+    elif out.exists() and any(out.iterdir()) and not args.force:
         return _fail(
             f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
         )
@@ -189,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 zookeeper=args.zookeeper,
                 ray_address=args.ray_address,
                 status=live,
+                shared_storage=bool(getattr(args, "shared_storage", False)),
             )
     except orch.RunError as exc:
         return _fail(str(exc))
@@ -198,9 +211,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "completed" for r in results) else EXIT_FAILED
 
 
+def cmd_submit(args: argparse.Namespace) -> int:
+    """``rebalance-emu submit``: ``run`` as a Ray job, the project in its runtime_env."""
+    import subprocess
+
+    from emulator import submit
+
+    try:
+        root = submit.check_working_dir(
+            Path(args.working_dir) if args.working_dir else submit.project_root()
+        )
+        scenario = submit.scenario_argument(args.scenario, root, list(bundled_scenarios()))
+        load_scenario(_resolve_scenario(args.scenario))
+        job = submit.entrypoint(
+            scenario,
+            _protocols(args.protocol),
+            args.out,
+            zookeeper=args.zookeeper,
+            force=args.force,
+            shared_storage=args.shared_storage,
+        )
+        cmd = submit.submit_command(
+            submit.runtime_env(root, pip=args.pip),
+            job,
+            address=args.address,
+            submission_id=args.submission_id,
+            no_wait=args.no_wait,
+        )
+    except (ScenarioError, ValueError, OSError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    if args.dry_run:
+        print(submit.display(cmd))
+        return 0
+    print(f"submitting: {submit.display(cmd)}", file=sys.stderr, flush=True)
+    env = dict(os.environ)
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env.setdefault("RAY_AUTH_MODE", "disabled")
+    try:
+        return subprocess.run(cmd, env=env, check=False).returncode
+    except KeyboardInterrupt:
+        return _fail("interrupted; the job goes on (ray job stop ID stops it)", 130)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rebalance-emu compare``: the comparison report of one or more run directories."""
-    code, report_dir = _compare([Path(d) for d in args.run_dir], args.out, args.spark_master)
+    dirs: list[Path | str] = [d if is_url(d) else Path(d) for d in args.run_dir]
+    code, report_dir = _compare(dirs, args.out, args.spark_master)
     if report_dir is not None:
         print(f"report: {report_dir / 'report.html'}")
         print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
@@ -208,7 +264,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare(
-    run_dirs: list[Path], out: str | None, spark_master: str | None
+    run_dirs: list[Path | str], out: str | None, spark_master: str | None
 ) -> tuple[int, Path | None]:
     """Run :func:`analysis.compare.compare`; an exit code and the report directory."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -319,7 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"protocol to run, repeatable or comma-separated: "
         f"{', '.join(ALL_PROTOCOLS)}, all (default zookeeper)",
     )
-    run.add_argument("--out", metavar="DIR", help="run directory (default runs/<name>-<time>)")
+    run.add_argument(
+        "--out",
+        metavar="DIR|URL",
+        help="run directory (default runs/<name>-<time>): a local path or a URL "
+        "(s3://, gs://, hdfs://, file://) that every node writes its event logs to",
+    )
     run.add_argument(
         "--zookeeper",
         metavar="CONNECT",
@@ -330,14 +391,64 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="join this Ray cluster (auto, or host:port) instead of a local Ray",
     )
+    run.add_argument(
+        "--shared-storage",
+        action="store_true",
+        help="the local --out is the same shared directory on every Ray node: actors write "
+        "there directly (without it, a multi-node run ships the logs to the driver at the end)",
+    )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     run.set_defaults(func=cmd_run)
+    sm = sub.add_parser(
+        "submit",
+        help="`run` as a Ray job (`ray job submit`), the project carried by the job's "
+        "runtime_env (working_dir)",
+    )
+    sm.add_argument("scenario", help="a bundled scenario, or a file inside the working directory")
+    sm.add_argument(
+        "--out",
+        metavar="DIR",
+        required=True,
+        help="run directory: an absolute path on the head, or a URL (as for run)",
+    )
+    sm.add_argument(
+        "--address",
+        metavar="URL",
+        help="the Ray Jobs API, http://HEAD:8265 (default: $RAY_ADDRESS, else a local cluster)",
+    )
+    sm.add_argument(
+        "--protocol", action="append", metavar="P", help="as for run (default zookeeper)"
+    )
+    sm.add_argument("--zookeeper", metavar="CONNECT", help="as for run")
+    sm.add_argument("--shared-storage", action="store_true", help="as for run")
+    sm.add_argument("--force", action="store_true", help="as for run")
+    sm.add_argument(
+        "--working-dir",
+        metavar="DIR",
+        help="the source tree to upload (default: the one this command runs from)",
+    )
+    sm.add_argument(
+        "--pip",
+        action="store_true",
+        help="have Ray pip-install the run's dependencies on every node (for a cluster "
+        "whose Python lacks them)",
+    )
+    sm.add_argument("--submission-id", metavar="ID", help="the job's id (default: Ray's)")
+    sm.add_argument(
+        "--no-wait", action="store_true", help="return once submitted (default: tail the logs)"
+    )
+    sm.add_argument(
+        "--dry-run", action="store_true", help="print the `ray job submit` command only"
+    )
+    sm.set_defaults(func=cmd_submit)
     comp = sub.add_parser(
         "compare",
         help="check, measure and compare the protocols of run directories with Spark; "
         "writes report.md, report.html, metrics.json and plots/",
     )
-    comp.add_argument("run_dir", nargs="+", metavar="RUN_DIR", help="a run directory")
+    comp.add_argument(
+        "run_dir", nargs="+", metavar="RUN_DIR", help="a run directory (a local path or a URL)"
+    )
     comp.add_argument(
         "--spark-master",
         metavar="URL",

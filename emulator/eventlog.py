@@ -15,11 +15,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import msgpack
 
 from emulator.events import SCHEMA_VERSION, Event, EventKind, validate_event
+
+
+class _Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 class CorruptEventLog(ValueError):
@@ -50,6 +54,8 @@ class EventWriter:
         flush_interval_s: wall seconds between flushes while events arrive.
         flush_bytes: flush when the buffer reaches this size.
         validate: check every event against the schema (tests turn it on).
+        on_close: called with the file's path once it is closed (e.g. to copy
+            it to shared storage); what it raises, :meth:`close` raises.
     """
 
     def __init__(
@@ -64,8 +70,10 @@ class EventWriter:
         flush_interval_s: float = 0.5,
         flush_bytes: int = 256 * 1024,
         validate: bool = False,
+        on_close: Callable[[Path], None] | None = None,
     ) -> None:
         self.path = Path(path)
+        self._on_close = on_close
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115
         self._packer = msgpack.Packer(use_bin_type=True)
@@ -141,6 +149,9 @@ class EventWriter:
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
+        if self._on_close is not None:
+            hook, self._on_close = self._on_close, None
+            hook(self.path)
 
     @property
     def closed(self) -> bool:
@@ -164,29 +175,44 @@ def iter_events(path: str | Path, stats: ReadStats | None = None) -> Iterator[Ev
     """
     p = str(path)
     size = os.path.getsize(p)
-    offset = 0
     with open(p, "rb") as f:
-        # Streamed from the file: a log of any size is read in bounded memory.
-        unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=1 << 20)
-        while offset < size:
-            try:
-                obj = unpacker.unpack()
-            except msgpack.OutOfData:
-                if stats is not None:
-                    stats.truncated_tail_bytes += size - offset
-                break
-            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
-                raise CorruptEventLog(p, offset, str(exc) or type(exc).__name__) from None
-            if not isinstance(obj, dict) or "kind" not in obj:
-                raise CorruptEventLog(
-                    p, offset, f"record is a {type(obj).__name__}, not an event map"
-                )
-            offset = unpacker.tell()
+        yield from iter_event_stream(f, p, size, stats)
+
+
+def iter_event_stream(
+    f: _Readable, name: str, size: int, stats: ReadStats | None = None
+) -> Iterator[Event]:
+    """Yield every complete event of an open log of ``size`` bytes, read from its start.
+
+    ``f`` is any binary file object (a local file, a pyarrow input file);
+    ``name`` is the path or URL that errors and ``stats.files`` give.
+    A truncated last record is skipped and counted as :func:`iter_events` does.
+
+    Raises:
+        CorruptEventLog: bytes that do not decode to a map, named by byte offset.
+    """
+    offset = 0
+    # Streamed from the file: a log of any size is read in bounded memory.
+    unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=1 << 20)
+    while offset < size:
+        try:
+            obj = unpacker.unpack()
+        except msgpack.OutOfData:
             if stats is not None:
-                stats.records += 1
-            yield obj
+                stats.truncated_tail_bytes += size - offset
+            break
+        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+            raise CorruptEventLog(name, offset, str(exc) or type(exc).__name__) from None
+        if not isinstance(obj, dict) or "kind" not in obj:
+            raise CorruptEventLog(
+                name, offset, f"record is a {type(obj).__name__}, not an event map"
+            )
+        offset = unpacker.tell()
+        if stats is not None:
+            stats.records += 1
+        yield obj
     if stats is not None:
-        stats.files.append(p)
+        stats.files.append(name)
 
 
 def read_run_events(events_dir: str | Path, stats: ReadStats | None = None) -> Iterator[Event]:

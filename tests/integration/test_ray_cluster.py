@@ -4,10 +4,13 @@ A head (the driver), a broker node (``emu_broker``) and two consumer nodes
 (``emu_consumer``, room for one consumer host each). A scenario's
 ``[placement]`` puts the brokers and the producer on the broker node and the
 consumer hosts on the consumer nodes; the manifest records which node ran
-each actor and each node's measured clock offset. Then a consumer node is
-removed in the middle of a run: the run goes on without it and records the
-loss (a note, a ``host_lost`` fault, a ``consumer_crashed`` per member), and
-the surviving member takes over every partition.
+each actor and each node's measured clock offset. The run directory is local
+to the driver (no shared storage): actors on the other nodes spool their logs
+on their node and the driver ships them into the run directory at the end
+(``event_storage`` mode ``shipped``). Then a consumer node is removed in the
+middle of a run: the run goes on without it and records the loss (a note, a
+``host_lost`` fault, a ``consumer_crashed`` per member, its log listed as
+missing), and the surviving member takes over every partition.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from emulator.eventlog import read_run_events
+from emulator.eventlog import iter_events, read_run_events
 from emulator.scenario import parse_scenario
+from emulator.summary import summarize
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -65,15 +69,19 @@ consumer_hosts = "resource:emu_consumer"
 
 
 def _run(tmp_path: Path, name: str, duration: float, protocol: str) -> tuple[Any, Path]:
+    """One run into ``tmp_path/run``, the nodes' spool under ``tmp_path/spool``."""
     from actors.orchestrator import run_scenario
 
     sc = parse_scenario(SCENARIO.format(name=name, duration=duration), name)
     out = tmp_path / "run"
-    results = run_scenario(sc, [protocol], out)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REBALANCE_EMU_SPOOL", str(tmp_path / "spool"))
+        results = run_scenario(sc, [protocol], out)
     return results[0], out
 
 
 def test_brokers_and_consumer_hosts_run_on_their_nodes(ray_cluster: Any, tmp_path: Path) -> None:
+    t0 = time.monotonic()
     result, out = _run(tmp_path, "placed", 12.0, "zookeeper")
     assert result.status == "completed"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -95,16 +103,42 @@ def test_brokers_and_consumer_hosts_run_on_their_nodes(ray_cluster: Any, tmp_pat
     assert counts["produced"] > 0 and counts["unprocessed"] == 0
     assert manifest["protocols"]["zookeeper"]["lost_hosts"] == []
 
+    # no shared storage: the logs of the actors on other nodes were shipped to the driver
+    storage = manifest["event_storage"]
+    assert storage["mode"] == "shipped" and storage["url"] == str(out)
+    head = ray_cluster.cluster.head_node.node_id
+    assert storage["driver_node"] == head
+    logs = storage["protocols"]["zookeeper"]["logs"]
+    assert storage["protocols"]["zookeeper"]["missing"] == {}
+    assert logs["orchestrator"]["how"] == "direct"
+    remote = ["broker-0", "broker-1", "producer-0", "host-0", "host-1"]
+    for actor in remote:
+        assert logs[actor]["how"] == "shipped" and logs[actor]["node"] == actors[actor], actor
+    events_dir = out / "zookeeper" / "events"
+    assert sorted(p.stem for p in events_dir.glob("*.msgpack")) == sorted(
+        ["orchestrator", *remote]
+    )
+    for actor in remote:
+        assert (events_dir / f"{actor}.msgpack").stat().st_size == logs[actor]["bytes"] > 0
+    assert not list(events_dir.glob("*.part"))
+    # each node's spool is deleted once shipped
+    assert not (tmp_path / "spool" / manifest["run_id"]).exists()
+    by_actor = {e["actor"] for e in read_run_events(events_dir)}
+    assert set(remote) <= by_actor
+    print(f"placement + shipping run: {time.monotonic() - t0:.1f} s")
+
 
 def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path: Path) -> None:
     """Runs last in this module: it removes a node of the shared cluster."""
     events_dir = tmp_path / "run" / "consumer" / "events"
+    spool = tmp_path / "spool"
     removed = threading.Event()
 
     def remove_when_running() -> None:
         deadline = time.monotonic() + 120.0
         while time.monotonic() < deadline:
-            logs = {p.name for p in events_dir.glob("host-*.msgpack")}
+            # the hosts are on other nodes: their logs are in those nodes' spool
+            logs = {p.name for p in spool.glob("*/consumer/*/host-*.msgpack")}
             if {"host-0.msgpack", "host-1.msgpack"} <= logs:
                 break
             time.sleep(0.2)
@@ -129,6 +163,13 @@ def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path:
     host = lost[0]
     gone, survivor = f"c-{host}", f"c-{1 - host}"
     assert any(n.startswith(f"consumer host {host} was lost") for n in proto["notes"])
+    # the lost node's log could not be shipped: the manifest says so; the others were
+    storage = manifest["event_storage"]["protocols"]["consumer"]
+    assert set(storage["missing"]) == {f"host-{host}"}
+    assert storage["missing"][f"host-{host}"]["node"] == lost_node
+    assert "left the Ray cluster" in storage["missing"][f"host-{host}"]["reason"]
+    assert storage["logs"][f"host-{1 - host}"]["how"] == "shipped"
+    assert not (events_dir / f"host-{host}.msgpack").exists()
 
     events = sorted(read_run_events(events_dir), key=lambda e: float(e["t_emu_ms"]))
     orch = [e for e in events if e["actor"] == "orchestrator"]
@@ -152,4 +193,9 @@ def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path:
         elif e["kind"] in ("partitions_revoked", "partitions_lost"):
             owned -= parts
     assert owned == {"t:0", "t:1", "t:2", "t:3"}
-    assert proto["counts"]["unprocessed"] == 0
+    # What the lost host processed is in its log, which stayed on its node (here
+    # this machine's disk, under that node's spool): with it, nothing is left over.
+    spooled = list(spool.glob(f"{manifest['run_id']}/consumer/{lost_node}/host-{host}.msgpack"))
+    assert len(spooled) == 1
+    whole = summarize([*events, *iter_events(spooled[0])])
+    assert whole.unprocessed == 0 and whole.produced == proto["counts"]["produced"]
