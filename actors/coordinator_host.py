@@ -32,6 +32,7 @@ previous commit.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -52,6 +53,19 @@ from emulator.modern.messages import (
 from emulator.modern.placement import coordinator_partition
 
 CoordinatorFactory = Callable[..., Any]
+
+#: Upper bounds (emulated ms) of the heartbeat-gap histogram's buckets: every
+#: 500 ms up to 10 s (the heartbeat intervals are 3 s classic, 5 s KIP-848),
+#: then coarser up to the 45 s session timeout; one more bucket above the last.
+#: An emulator measurement, not a Kafka metric.
+HEARTBEAT_GAP_BOUNDS_MS: tuple[int, ...] = (
+    *range(500, 10_001, 500),
+    12_000,
+    15_000,
+    20_000,
+    30_000,
+    45_000,
+)
 
 
 class CoordinatorHost:
@@ -96,6 +110,7 @@ class CoordinatorHost:
         self.heartbeats = 0
         self.heartbeat_gap_max_ms = 0.0
         self.heartbeat_gap_sum_ms = 0.0
+        self.heartbeat_gap_counts = [0] * (len(HEARTBEAT_GAP_BOUNDS_MS) + 1)
         # Offsets partition -> group -> committed offsets, loaded on becoming its
         # leader and not yet handed to a coordinator.
         self._loaded: dict[int, dict[str, dict[Any, int]]] = {}
@@ -211,6 +226,7 @@ class CoordinatorHost:
             self.heartbeats += 1
             self.heartbeat_gap_sum_ms += gap
             self.heartbeat_gap_max_ms = max(self.heartbeat_gap_max_ms, gap)
+            self.heartbeat_gap_counts[bisect.bisect_left(HEARTBEAT_GAP_BOUNDS_MS, gap)] += 1
 
     def poll(self, now_ms: float) -> None:
         """Run the timers of every coordinator that has one due."""
@@ -238,7 +254,10 @@ class CoordinatorHost:
             self._mailbox[host].append(resp)
 
     def stats(self) -> dict[str, Any]:
-        """Requests served, by kind, and the groups coordinated here."""
+        """Requests served, by kind, the groups coordinated here, and the heartbeat gaps:
+        their count, largest, mean, and histogram (``heartbeat_gap_histogram``: the
+        count of gaps at most each bound of :data:`HEARTBEAT_GAP_BOUNDS_MS` and above
+        the previous one, then the count above the last bound)."""
         return {
             "requests": self.requests,
             "by_kind": dict(self.requests_by_kind),
@@ -248,6 +267,7 @@ class CoordinatorHost:
             "heartbeat_gap_mean_ms": (
                 round(self.heartbeat_gap_sum_ms / self.heartbeats, 1) if self.heartbeats else None
             ),
+            "heartbeat_gap_histogram": list(self.heartbeat_gap_counts),
         }
 
 

@@ -32,6 +32,7 @@ import ray
 from actors.broker import BrokerActor
 from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
+from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
 from actors.spool import collect, current_node, spool_root_setting
@@ -908,17 +909,23 @@ class ProtocolRun:
             return
         by_kind: dict[str, int] = defaultdict(int)
         gap_max = 0.0
+        hist = [0] * (len(HEARTBEAT_GAP_BOUNDS_MS) + 1)
         for st in self._broker_stats(10.0).values():
             coord = st.get("coordinator") or {}
             for kind, n in coord.get("by_kind", {}).items():
                 by_kind[kind] += int(n)
             gap_max = max(gap_max, float(coord.get("heartbeat_gap_max_ms") or 0.0))
+            for i, n in enumerate(coord.get("heartbeat_gap_histogram") or []):
+                hist[i] += int(n)
         self.resources["coordinator"].append(
             {
                 "after": after,
                 "t_emu_ms": round(emu_ms, 1),
                 "requests_by_kind": dict(sorted(by_kind.items())),
                 "heartbeat_gap_max_ms": gap_max,
+                # gaps per bucket, cumulative over the run so far, summed over brokers
+                "heartbeat_gap_bounds_ms": list(HEARTBEAT_GAP_BOUNDS_MS),
+                "heartbeat_gap_histogram": hist,
             }
         )
 

@@ -112,6 +112,14 @@ def test_the_manifest_records_what_the_run_cost(
     # Nobody but the crashed member missed its session: no live member's
     # heartbeats were further apart than a session timeout.
     assert 0 < snaps[-1]["heartbeat_gap_max_ms"] < 10000
+    # The histogram holds every gap, cumulatively, and its top bucket the largest one.
+    hist, bounds = snaps[-1]["heartbeat_gap_histogram"], snaps[-1]["heartbeat_gap_bounds_ms"]
+    assert len(hist) == len(bounds) + 1
+    assert [sum(s["heartbeat_gap_histogram"]) for s in snaps] == sorted(
+        sum(s["heartbeat_gap_histogram"]) for s in snaps
+    )
+    top = max(i for i, n in enumerate(hist) if n)
+    assert (bounds[top - 1] if top else 0) < snaps[-1]["heartbeat_gap_max_ms"] <= bounds[top]
 
 
 def test_legacy_herd_expiry_and_leave(quickstart_run: tuple[Scenario, Path]) -> None:

@@ -1,0 +1,64 @@
+"""The coordinator host's heartbeat-gap accounting (a plain class, no Ray)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS, CoordinatorHost
+from emulator.modern.messages import (
+    ConsumerGroupHeartbeatRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+)
+
+
+class _Silent:
+    """A coordinator that answers nothing: only the host's bookkeeping is under test."""
+
+    def handle(self, now_ms: float, req: Any) -> list[Any]:
+        return []
+
+    def poll(self, now_ms: float) -> list[Any]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+
+def _host() -> CoordinatorHost:
+    return CoordinatorHost(0, {0: 0}, lambda *_a: _Silent(), lambda *_a, **_k: None)
+
+
+def _bucket(gap_ms: float) -> int:
+    return next(
+        (i for i, b in enumerate(HEARTBEAT_GAP_BOUNDS_MS) if gap_ms <= b),
+        len(HEARTBEAT_GAP_BOUNDS_MS),
+    )
+
+
+def test_gaps_land_in_their_buckets() -> None:
+    host = _host()
+    corr = iter(range(1000))
+    for t in (0.0, 3000.0, 7600.0, 60_000.0):
+        host.exchange(t, "h", [HeartbeatRequest(next(corr), "g", 1, "m-1")])
+    # a second member, on time; its first contact is no gap
+    for t in (1000.0, 6000.0, 11_001.0):
+        host.exchange(t, "h", [ConsumerGroupHeartbeatRequest(next(corr), "g", "m-2", 3)])
+    stats = host.stats()
+    hist = stats["heartbeat_gap_histogram"]
+    assert len(hist) == len(HEARTBEAT_GAP_BOUNDS_MS) + 1
+    assert sum(hist) == stats["heartbeat_gaps"] == 5
+    expected = [0] * len(hist)
+    for gap in (3000.0, 4600.0, 52_400.0, 5000.0, 5001.0):
+        expected[_bucket(gap)] += 1
+    assert hist == expected
+    assert hist[-1] == 1  # 52.4 s: above the last bound (45 s)
+    assert stats["heartbeat_gap_max_ms"] == 52_400.0
+
+
+def test_a_leave_ends_the_series() -> None:
+    host = _host()
+    host.exchange(0.0, "h", [HeartbeatRequest(1, "g", 1, "m-1")])
+    host.exchange(1.0, "h", [LeaveGroupRequest(2, "g", (("m-1", None),))])
+    host.exchange(90_000.0, "h", [HeartbeatRequest(3, "g", 1, "m-1")])
+    assert sum(host.stats()["heartbeat_gap_histogram"]) == 0
