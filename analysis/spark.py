@@ -4,8 +4,39 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+#: The packages a Spark executor needs to read event logs: the data source
+#: (``analysis``) and the event schema it derives its columns from (``emulator``).
+SHIPPED_PACKAGES = ("emulator", "analysis")
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_project_zip(path: str | Path) -> Path:
+    """Zip the packages that executors import (``emulator``, ``analysis``) for ``--py-files``.
+
+    Args:
+        path: the zip file to write.
+
+    Returns:
+        The path written: the packages' ``.py`` sources, bundled scenarios and
+        ``py.typed`` markers, relative to the repository root, without caches.
+    """
+    out = Path(path)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in SHIPPED_PACKAGES:
+            for f in sorted((_ROOT / pkg).rglob("*")):
+                if (
+                    f.is_file()
+                    and "__pycache__" not in f.parts
+                    and f.suffix in (".py", ".toml", ".typed")
+                ):
+                    z.write(f, f.relative_to(_ROOT).as_posix())
+    return out
 
 
 def get_spark(
@@ -23,7 +54,10 @@ def get_spark(
     Sets ``SPARK_LOCAL_IP=127.0.0.1`` when unset (the driver binds to loopback),
     turns the UI off, uses 8 shuffle partitions, and for a local master runs the
     Python workers with this interpreter (``PYSPARK_PYTHON``, when unset) so they
-    see the same packages (pyarrow, msgpack, this project). Registers the
+    see the same packages (pyarrow, msgpack, this project). For any other master
+    the executors get this project's ``emulator`` and ``analysis`` packages as a
+    zip (``addPyFile``, what ``--py-files`` does), so they need only Python with
+    ``msgpack`` and ``pyarrow`` (``PYSPARK_PYTHON`` names it). Registers the
     ``rebalance-events`` data source (:mod:`analysis.datasource`).
     """
     from analysis.datasource import RebalanceEventsDataSource
@@ -43,5 +77,8 @@ def get_spark(
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel(log_level)
+    if not url.startswith("local"):
+        shipped = Path(tempfile.mkdtemp(prefix="rebalance-emu-pyfiles-")) / "rebalance_emu.zip"
+        spark.sparkContext.addPyFile(str(write_project_zip(shipped)))
     spark.dataSource.register(RebalanceEventsDataSource)
     return spark

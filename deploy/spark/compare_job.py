@@ -8,8 +8,9 @@
 The session comes from ``spark-submit`` (its ``--master`` and ``--conf``
 settings stand); this script only registers the ``rebalance-events`` data
 source (through :func:`analysis.datasource.load_events`) and runs
-:func:`analysis.compare.compare` with it. Progress goes to stderr; the report
-directory is printed on stdout.
+:func:`analysis.compare.compare` with it. Progress goes to stderr and the
+path of ``report.html`` to stdout, last; ``spark-submit`` merges the two into
+its own stdout.
 """
 
 from __future__ import annotations

@@ -39,12 +39,9 @@ export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-(cd "$ROOT" && "$PY" -c 'import sys, zipfile, pathlib
-with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
-    for pkg in ("emulator", "analysis"):
-        for f in sorted(pathlib.Path(pkg).rglob("*")):
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".toml", ".typed"):
-                z.write(f)' "$WORK/rebalance_emu.zip")
+# The zip is written by the driver's Python (it has pyspark); the executors' may not.
+(cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'import sys; from analysis.spark import write_project_zip
+write_project_zip(sys.argv[1])' "$WORK/rebalance_emu.zip")
 
 "$SUBMIT" --master "$MASTER" \
     --conf spark.ui.enabled=false \

@@ -9,6 +9,7 @@ KIP-848, then analysed with the session's shared SparkSession.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -279,3 +280,174 @@ def test_compare_cli_errors_are_one_line(
     assert main(["compare", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no manifest.json" in err[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spark_class(spark_home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A standalone master or worker JVM, in its own process group, bound to loopback."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(spark_home / "bin" / "spark-class"), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    import signal
+
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+
+
+def _python_without_the_project(tmp_path: Path) -> Path:
+    """This venv's Python with its packages (msgpack, pyarrow, pyspark) but not this
+    project: ``-S`` skips the .pth files, the editable install among them."""
+    import sys
+    import sysconfig
+
+    py = tmp_path / "python-no-project"
+    site = sysconfig.get_paths()["purelib"]
+    py.write_text(
+        "#!/bin/sh\n"
+        f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n'
+    )
+    py.chmod(0o755)
+    probe = subprocess.run(
+        [str(py), "-c", "import msgpack, pyarrow, pyspark; import analysis"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "No module named 'analysis'" in probe.stderr, probe.stderr
+    return py
+
+
+def test_submit_compare_on_a_standalone_spark_cluster(small_run: Path, tmp_path: Path) -> None:
+    """deploy/spark/submit-compare.sh against a real Spark master and worker (two JVMs on
+    127.0.0.1): the executor's Python has msgpack and pyarrow but not this project, which
+    reaches it only through --py-files; the report's counts equal the run's."""
+    import sys
+    import time
+    import urllib.request
+
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).parent
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    work = tmp_path / "worker"
+    procs = [
+        _spark_class(
+            spark_home,
+            tmp_path / "master.log",
+            "org.apache.spark.deploy.master.Master",
+            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui),
+        )
+    ]  # fmt: skip
+    try:
+        procs.append(
+            _spark_class(
+                spark_home,
+                tmp_path / "worker.log",
+                "org.apache.spark.deploy.worker.Worker",
+                master_url,
+                "--host", "127.0.0.1", "--webui-port", str(worker_ui),
+                "--cores", "1", "--memory", "1g", "--work-dir", str(work),
+            )
+        )  # fmt: skip
+        # the master's JSON page lists the worker once it registered (bounded wait)
+        deadline = time.monotonic() + 90
+        alive = 0
+        while time.monotonic() < deadline and not alive:
+            with (
+                contextlib.suppress(OSError, ValueError),
+                urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r,
+            ):
+                alive = int(json.loads(r.read()).get("aliveworkers", 0))
+            if not alive:
+                assert all(p.poll() is None for p in procs), (tmp_path / "master.log").read_text()
+                time.sleep(0.5)
+        assert alive == 1, (tmp_path / "worker.log").read_text()[-3000:]
+
+        out = tmp_path / "report"
+        proc = subprocess.run(
+            [
+                str(ROOT / "deploy" / "spark" / "submit-compare.sh"),
+                "--master", master_url, str(small_run), "--out", str(out),
+                "--", "--executor-memory", "512m",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={
+                **os.environ,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SHUFFLE_PARTITIONS": "2",
+                "PYSPARK_PYTHON": str(_python_without_the_project(tmp_path)),
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+            },
+        )  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        # spark-submit passes the Python driver's stderr (progress) on to its stdout
+        assert proc.stdout.strip().splitlines()[-1] == str(out / "report.html")
+        assert re.search(rf"compare_job: \[ *[0-9.]+ s\] Spark master {master_url}\b", proc.stdout)
+        # the executor ran on the worker: its application directory is there
+        apps = [d.name for d in work.iterdir() if d.name.startswith("app-")]
+        assert len(apps) == 1, apps
+        payload = json.loads((out / "metrics.json").read_text())
+        manifest = json.loads((small_run / "manifest.json").read_text())
+        assert payload["series"] == PROTOCOLS
+        for proto in PROTOCOLS:
+            counts = manifest["protocols"][proto]["counts"]
+            assert _find(payload["metrics"][proto], "produced") == counts["produced"]
+            assert _find(payload["metrics"][proto], "processed") == counts["processed"]
+
+        # `rebalance-emu compare --spark-master URL` builds its session with get_spark,
+        # which ships the project to the executors itself (addPyFile): they count
+        # every event although their Python lacks the project.
+        from emulator.eventlog import read_run_events
+
+        expected = sum(len(list(read_run_events(small_run / p / "events"))) for p in PROTOCOLS)
+        probe = (
+            "import sys; from analysis.spark import get_spark; "
+            "from analysis.datasource import load_events; "
+            "s = get_spark(sys.argv[1]); "
+            "print('rows', load_events(s, sys.argv[2]).events.count()); s.stop()"
+        )
+        counted = subprocess.run(
+            [sys.executable, "-c", probe, master_url, str(small_run)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={
+                **os.environ,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": str(_python_without_the_project(tmp_path)),
+            },
+        )
+        assert counted.returncode == 0, counted.stderr[-4000:]
+        assert f"rows {expected}" in counted.stdout.splitlines()
+        assert len([d for d in work.iterdir() if d.name.startswith("app-")]) == 2
+    finally:
+        _stop(procs)
