@@ -3,7 +3,10 @@ the notebook executed with nbclient, and report.html opened in headless Chromium
 
 One tiny scenario (a join and a clean leave on 2-3 consumers, 14 emulated
 seconds at time_scale 0.3) is run once under the legacy ZooKeeper consumer and
-KIP-848, then analysed with the session's shared SparkSession.
+KIP-848. The report is made on a real standalone Spark cluster (a master and a
+worker, two JVMs on 127.0.0.1) by ``deploy/spark/submit-compare.sh``, with
+executors whose Python lacks this project; the error paths use the session's
+shared local SparkSession.
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +106,150 @@ def small_run(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Path
     return out
 
 
-@pytest.fixture(scope="module")
-def report_dir(small_run: Path, spark: Any) -> Path:
-    from analysis.compare import compare
+def _free_port() -> int:
+    import socket
 
-    lines: list[str] = []
-    out = compare([small_run], spark=spark, progress=lines.append)
-    assert out == small_run / "report"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spark_class(spark_home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A standalone master or worker JVM, in its own process group, bound to loopback."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(spark_home / "bin" / "spark-class"), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A standalone Spark master and one worker (1 core, 1 GB), two JVMs on 127.0.0.1:
+    the master's URL and the worker's work directory (one ``app-*`` per application)."""
+    import pyspark
+
+    base = tmp_path_factory.mktemp("spark-cluster")
+    spark_home = Path(pyspark.__file__).parent
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    work = base / "worker"
+    procs = [
+        _spark_class(
+            spark_home,
+            base / "master.log",
+            "org.apache.spark.deploy.master.Master",
+            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui),
+        )
+    ]  # fmt: skip
+    try:
+        procs.append(
+            _spark_class(
+                spark_home,
+                base / "worker.log",
+                "org.apache.spark.deploy.worker.Worker",
+                master_url,
+                "--host", "127.0.0.1", "--webui-port", str(worker_ui),
+                "--cores", "1", "--memory", "1g", "--work-dir", str(work),
+            )
+        )  # fmt: skip
+        # the master's JSON page lists the worker once it registered (bounded wait)
+        deadline = time.monotonic() + 90
+        alive = 0
+        while time.monotonic() < deadline and not alive:
+            with (
+                contextlib.suppress(OSError, ValueError),
+                urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r,
+            ):
+                alive = int(json.loads(r.read()).get("aliveworkers", 0))
+            if not alive:
+                assert all(p.poll() is None for p in procs), (base / "master.log").read_text()
+                time.sleep(0.5)
+        assert alive == 1, (base / "worker.log").read_text()[-3000:]
+        yield master_url, work
+    finally:
+        _stop(procs)
+
+
+@pytest.fixture(scope="module")
+def python_without_the_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This venv's Python with its packages (msgpack, pyarrow, pyspark) but not this
+    project: ``-S`` skips the .pth files, the editable install among them. The Spark
+    executors run it, so the project reaches them only as the driver ships it."""
+    base = tmp_path_factory.mktemp("python")
+    py = base / "python-no-project"
+    site = sysconfig.get_paths()["purelib"]
+    py.write_text(
+        "#!/bin/sh\n"
+        f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n'
+    )
+    py.chmod(0o755)
+    probe = subprocess.run(
+        [str(py), "-c", "import msgpack, pyarrow, pyspark; import analysis"],
+        cwd=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "No module named 'analysis'" in probe.stderr, probe.stderr
+    return py
+
+
+def _apps(work: Path) -> list[str]:
+    return sorted(d.name for d in work.iterdir() if d.name.startswith("app-"))
+
+
+@pytest.fixture(scope="module")
+def report_dir(
+    small_run: Path, spark_cluster: tuple[str, Path], python_without_the_project: Path
+) -> Path:
+    """``deploy/spark/submit-compare.sh`` on the standalone cluster: the executor's
+    Python has msgpack and pyarrow but not this project, which reaches it only
+    through ``--py-files``."""
+    master_url, work = spark_cluster
+    before = _apps(work)
+    proc = subprocess.run(
+        [
+            str(ROOT / "deploy" / "spark" / "submit-compare.sh"),
+            "--master", master_url, str(small_run),
+            "--", "--executor-memory", "512m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SHUFFLE_PARTITIONS": "2",
+            "PYSPARK_PYTHON": str(python_without_the_project),
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        },
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    out = small_run / "report"
+    # spark-submit passes the Python driver's stderr (progress) on to its stdout;
+    # the report's path comes last
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == str(out / "report.html")
+    assert re.search(rf"compare_job: \[ *[0-9.]+ s\] Spark master {master_url}\b", proc.stdout)
     # progress all the way: loading, checkers, metrics, frames, writing
-    text = "\n".join(lines)
     for step in (
         "loading event logs",
         "running the checkers",
@@ -114,7 +258,9 @@ def report_dir(small_run: Path, spark: Any) -> Path:
         "writing the report",
         "report written",
     ):
-        assert step in text, text
+        assert step in proc.stdout, proc.stdout
+    # the executor ran on the worker: one more application directory there
+    assert len(_apps(work)) == len(before) + 1
     return out
 
 
@@ -282,172 +428,35 @@ def test_compare_cli_errors_are_one_line(
     assert len(err) == 1 and "no manifest.json" in err[0]
 
 
-def _free_port() -> int:
-    import socket
+def test_get_spark_ships_the_project_to_a_cluster(
+    small_run: Path, spark_cluster: tuple[str, Path], python_without_the_project: Path
+) -> None:
+    """``rebalance-emu compare --spark-master URL`` builds its session with get_spark,
+    which ships the project to the executors (addPyFile): they read every event
+    although their Python lacks the project."""
+    from emulator.eventlog import read_run_events
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spark_class(spark_home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """A standalone master or worker JVM, in its own process group, bound to loopback."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(spark_home / "bin" / "spark-class"), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    import signal
-
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-
-
-def _python_without_the_project(tmp_path: Path) -> Path:
-    """This venv's Python with its packages (msgpack, pyarrow, pyspark) but not this
-    project: ``-S`` skips the .pth files, the editable install among them."""
-    import sys
-    import sysconfig
-
-    py = tmp_path / "python-no-project"
-    site = sysconfig.get_paths()["purelib"]
-    py.write_text(
-        "#!/bin/sh\n"
-        f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n'
+    master_url, work = spark_cluster
+    before = _apps(work)
+    expected = sum(len(list(read_run_events(small_run / p / "events"))) for p in PROTOCOLS)
+    probe = (
+        "import sys; from analysis.spark import get_spark; "
+        "from analysis.datasource import load_events; "
+        "s = get_spark(sys.argv[1]); "
+        "print('rows', load_events(s, sys.argv[2]).events.count()); s.stop()"
     )
-    py.chmod(0o755)
-    probe = subprocess.run(
-        [str(py), "-c", "import msgpack, pyarrow, pyspark; import analysis"],
-        cwd=tmp_path,
+    counted = subprocess.run(
+        [sys.executable, "-c", probe, master_url, str(small_run)],
+        cwd=python_without_the_project.parent,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
+        env={
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": str(python_without_the_project),
+        },
     )
-    assert "No module named 'analysis'" in probe.stderr, probe.stderr
-    return py
-
-
-def test_submit_compare_on_a_standalone_spark_cluster(small_run: Path, tmp_path: Path) -> None:
-    """deploy/spark/submit-compare.sh against a real Spark master and worker (two JVMs on
-    127.0.0.1): the executor's Python has msgpack and pyarrow but not this project, which
-    reaches it only through --py-files; the report's counts equal the run's."""
-    import sys
-    import time
-    import urllib.request
-
-    import pyspark
-
-    spark_home = Path(pyspark.__file__).parent
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    work = tmp_path / "worker"
-    procs = [
-        _spark_class(
-            spark_home,
-            tmp_path / "master.log",
-            "org.apache.spark.deploy.master.Master",
-            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui),
-        )
-    ]  # fmt: skip
-    try:
-        procs.append(
-            _spark_class(
-                spark_home,
-                tmp_path / "worker.log",
-                "org.apache.spark.deploy.worker.Worker",
-                master_url,
-                "--host", "127.0.0.1", "--webui-port", str(worker_ui),
-                "--cores", "1", "--memory", "1g", "--work-dir", str(work),
-            )
-        )  # fmt: skip
-        # the master's JSON page lists the worker once it registered (bounded wait)
-        deadline = time.monotonic() + 90
-        alive = 0
-        while time.monotonic() < deadline and not alive:
-            with (
-                contextlib.suppress(OSError, ValueError),
-                urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r,
-            ):
-                alive = int(json.loads(r.read()).get("aliveworkers", 0))
-            if not alive:
-                assert all(p.poll() is None for p in procs), (tmp_path / "master.log").read_text()
-                time.sleep(0.5)
-        assert alive == 1, (tmp_path / "worker.log").read_text()[-3000:]
-
-        out = tmp_path / "report"
-        proc = subprocess.run(
-            [
-                str(ROOT / "deploy" / "spark" / "submit-compare.sh"),
-                "--master", master_url, str(small_run), "--out", str(out),
-                "--", "--executor-memory", "512m",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={
-                **os.environ,
-                "SPARK_LOCAL_IP": "127.0.0.1",
-                "SHUFFLE_PARTITIONS": "2",
-                "PYSPARK_PYTHON": str(_python_without_the_project(tmp_path)),
-                "PYSPARK_DRIVER_PYTHON": sys.executable,
-            },
-        )  # fmt: skip
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-        # spark-submit passes the Python driver's stderr (progress) on to its stdout
-        assert proc.stdout.strip().splitlines()[-1] == str(out / "report.html")
-        assert re.search(rf"compare_job: \[ *[0-9.]+ s\] Spark master {master_url}\b", proc.stdout)
-        # the executor ran on the worker: its application directory is there
-        apps = [d.name for d in work.iterdir() if d.name.startswith("app-")]
-        assert len(apps) == 1, apps
-        payload = json.loads((out / "metrics.json").read_text())
-        manifest = json.loads((small_run / "manifest.json").read_text())
-        assert payload["series"] == PROTOCOLS
-        for proto in PROTOCOLS:
-            counts = manifest["protocols"][proto]["counts"]
-            assert _find(payload["metrics"][proto], "produced") == counts["produced"]
-            assert _find(payload["metrics"][proto], "processed") == counts["processed"]
-
-        # `rebalance-emu compare --spark-master URL` builds its session with get_spark,
-        # which ships the project to the executors itself (addPyFile): they count
-        # every event although their Python lacks the project.
-        from emulator.eventlog import read_run_events
-
-        expected = sum(len(list(read_run_events(small_run / p / "events"))) for p in PROTOCOLS)
-        probe = (
-            "import sys; from analysis.spark import get_spark; "
-            "from analysis.datasource import load_events; "
-            "s = get_spark(sys.argv[1]); "
-            "print('rows', load_events(s, sys.argv[2]).events.count()); s.stop()"
-        )
-        counted = subprocess.run(
-            [sys.executable, "-c", probe, master_url, str(small_run)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={
-                **os.environ,
-                "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": str(_python_without_the_project(tmp_path)),
-            },
-        )
-        assert counted.returncode == 0, counted.stderr[-4000:]
-        assert f"rows {expected}" in counted.stdout.splitlines()
-        assert len([d for d in work.iterdir() if d.name.startswith("app-")]) == 2
-    finally:
-        _stop(procs)
+    assert counted.returncode == 0, counted.stderr[-4000:]
+    assert f"rows {expected}" in counted.stdout.splitlines()
+    assert len(_apps(work)) == len(before) + 1
