@@ -65,7 +65,7 @@ from emulator.events import EventKind  # noqa: E402
 RESULTS = ROOT / "tests" / "bench" / "results"
 LEGACY_SIZES = (10, 50, 100, 200, 500)
 MODERN_SIZES = (10, 100, 1000, 3000, 10000)
-DEFAULT_PROTOCOLS = ("zookeeper", "classic-eager", "consumer")
+DEFAULT_PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 
 #: Emulated seconds allowed for N members to start and settle before the join,
 #: and for one change to settle (measured on this machine, with headroom).
@@ -311,9 +311,42 @@ def analyse(run_dir: Path, protocol: str, n: int) -> dict[str, Any]:
             "heartbeat_gap_max_s": round(gap / 1000.0, 3),
             "heartbeat_interval_s": HEARTBEAT_S.get(protocol),
             "session_timeout_s": SESSION_S[protocol],
+            **gap_distribution(snaps[-1] if snaps else {}, HEARTBEAT_S[protocol]),
         }
     point["events"] = len(events)
     return point
+
+
+def gap_distribution(snap: dict[str, Any], interval_s: float) -> dict[str, Any]:
+    """Heartbeat punctuality from a coordinator snapshot's gap histogram (whole run).
+
+    ``heartbeat_gap_p99_s`` / ``p999_s`` are the upper bounds of the buckets
+    holding the 99th and 99.9th percentiles; ``heartbeats_late`` counts gaps
+    longer than 1.5 heartbeat intervals (a bucket bound for 3 s and 5 s).
+    """
+    hist = [int(n) for n in snap.get("heartbeat_gap_histogram") or []]
+    bounds = [float(b) for b in snap.get("heartbeat_gap_bounds_ms") or []]
+    total = sum(hist)
+    if not total or len(hist) != len(bounds) + 1:
+        return {}
+
+    def quantile(q: float) -> float | None:
+        seen = 0
+        for i, n in enumerate(hist):
+            seen += n
+            if seen >= q * total:
+                return bounds[i] / 1000.0 if i < len(bounds) else None  # None: above the last
+        return None
+
+    late_ms = 1.5 * interval_s * 1000.0
+    late = sum(n for i, n in enumerate(hist) if i >= len(bounds) or bounds[i] > late_ms)
+    return {
+        "heartbeat_gaps": total,
+        "heartbeat_gap_p99_s": quantile(0.99),
+        "heartbeat_gap_p999_s": quantile(0.999),
+        "heartbeats_late": late,
+        "heartbeats_late_fraction": round(late / total, 6),
+    }
 
 
 def run_point(protocol: str, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -419,6 +452,13 @@ GROWTH_METRICS = {
     "join_coordinator_requests": lambda p: p["join"].get("coordinator_requests_total"),
     "host_cpu_s_max": lambda p: p.get("host_cpu_s_max"),
     "host_peak_rss_mib_max": lambda p: p.get("host_peak_rss_mib_max"),
+    # Modern only: the longest silence of a live member, in heartbeat intervals
+    # (1.0 = every heartbeat on time; the session expires at 15 for classic, 9 for KIP-848).
+    "heartbeat_gap_intervals": lambda p: (
+        p["on_time"]["heartbeat_gap_max_s"] / p["on_time"]["heartbeat_interval_s"]
+        if p.get("on_time", {}).get("heartbeat_interval_s")
+        else None
+    ),
 }
 
 
@@ -449,7 +489,8 @@ def growth(points: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
 
 
 def plot(points: list[dict[str, Any]], path: Path) -> None:
-    """Four log-log panels: join settle, crash settle, per-change ZK ops / requests, host cost."""
+    """Six log-log panels: join settle, crash settle, per-change ZK ops / requests, the
+    busiest host's CPU and peak RSS, and the modern protocols' longest heartbeat gap."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -461,8 +502,10 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
         ("crash: settle after detection (emulated s)", "crash_settle_after_detect_s"),
         ("join: ZooKeeper ops / coordinator requests", None),
         ("busiest host actor: CPU s over the run", "host_cpu_s_max"),
+        ("busiest host actor: peak RSS (MiB)", "host_peak_rss_mib_max"),
+        ("modern: longest heartbeat gap (heartbeat intervals)", "heartbeat_gap_intervals"),
     ]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(12, 13))
     protos = sorted({p["protocol"] for p in points})
     for ax, (title, metric) in zip(axes.flat, panels, strict=True):
         for proto in protos:
@@ -500,9 +543,10 @@ def table(points: list[dict[str, Any]]) -> str:
     """The README table."""
     head = (
         "| protocol | N | status | start settled (s) | join settle (s) | crash detect / settle (s) "
-        "| join ZK ops or requests | host CPU s (max) | host peak RSS MiB (max) | on time |"
+        "| join ZK ops or requests | host CPU s (max) | host peak RSS MiB (max) "
+        "| heartbeat gap p99 / max (s), late | on time |"
     )
-    rows = [head, "|" + "---|" * 10]
+    rows = [head, "|" + "---|" * 11]
     for p in sorted(points, key=lambda p: (p["protocol"], p["members"])):
         j, c = p.get("join", {}), p.get("crash", {})
         ops = (
@@ -514,7 +558,9 @@ def table(points: list[dict[str, Any]]) -> str:
         rows.append(
             f"| {p['protocol']} | {p['members']} | {p.get('status')} | {p.get('start_settle_s')} "
             f"| {j.get('settle_s')} | {c.get('detect_s')} / {c.get('settle_s')} | {ops} "
-            f"| {p.get('host_cpu_s_max')} | {p.get('host_peak_rss_mib_max')} | {ot.get('ok')} |"
+            f"| {p.get('host_cpu_s_max')} | {p.get('host_peak_rss_mib_max')} "
+            f"| {ot.get('heartbeat_gap_p99_s', '-')} / {ot.get('heartbeat_gap_max_s', '-')}, "
+            f"{ot.get('heartbeats_late', '-')} | {ot.get('ok')} |"
         )
     return "\n".join(rows)
 
