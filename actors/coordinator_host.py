@@ -107,7 +107,6 @@ class CoordinatorHost:
         self._last_heartbeat: dict[str, float] = {}
         self._joining: dict[int, str] = {}  # corr of a pending JoinGroup -> member id
         self._now_ms = 0.0
-        self.heartbeats = 0
         self.heartbeat_gap_max_ms = 0.0
         self.heartbeat_gap_sum_ms = 0.0
         self.heartbeat_gap_counts = [0] * (len(HEARTBEAT_GAP_BOUNDS_MS) + 1)
@@ -223,7 +222,6 @@ class CoordinatorHost:
         self._last_heartbeat[mid] = now_ms
         if last is not None:
             gap = now_ms - last
-            self.heartbeats += 1
             self.heartbeat_gap_sum_ms += gap
             self.heartbeat_gap_max_ms = max(self.heartbeat_gap_max_ms, gap)
             self.heartbeat_gap_counts[bisect.bisect_left(HEARTBEAT_GAP_BOUNDS_MS, gap)] += 1
@@ -258,14 +256,15 @@ class CoordinatorHost:
         their count, largest, mean, and histogram (``heartbeat_gap_histogram``: the
         count of gaps at most each bound of :data:`HEARTBEAT_GAP_BOUNDS_MS` and above
         the previous one, then the count above the last bound)."""
+        gaps = sum(self.heartbeat_gap_counts)
         return {
             "requests": self.requests,
             "by_kind": dict(self.requests_by_kind),
             "groups": sorted(self.coordinators),
-            "heartbeat_gaps": self.heartbeats,
+            "heartbeat_gaps": gaps,
             "heartbeat_gap_max_ms": round(self.heartbeat_gap_max_ms, 1),
             "heartbeat_gap_mean_ms": (
-                round(self.heartbeat_gap_sum_ms / self.heartbeats, 1) if self.heartbeats else None
+                round(self.heartbeat_gap_sum_ms / gaps, 1) if gaps else None
             ),
             "heartbeat_gap_histogram": list(self.heartbeat_gap_counts),
         }

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from emulator.scenario import load_scenario
+from zk_registry.server import find_free_ports
 
 # a Ray run, a Spark analysis and a second SparkSession in the notebook's kernel: minutes
 # on a loaded 2-core machine, so more than the suite's 300 s default
@@ -106,14 +107,6 @@ def small_run(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Path
     return out
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _spark_class(spark_home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
     """A standalone master or worker JVM, in its own process group, bound to loopback."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
@@ -148,7 +141,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
 
     base = tmp_path_factory.mktemp("spark-cluster")
     spark_home = Path(pyspark.__file__).parent
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui, worker_ui = find_free_ports(3)
     master_url = f"spark://127.0.0.1:{port}"
     work = base / "worker"
     procs = [

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from emulator.scenario import parse_scenario
+from zk_registry.server import find_free_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.spark, pytest.mark.slow]
 
@@ -130,19 +131,13 @@ def test_the_cli_refuses_a_url_that_holds_a_run(url_run: Path, capsys: Any) -> N
 # ------------------------------------------------------------------ S3 (moto)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
     """A bucket on moto's S3 server on loopback; the URL of a fresh prefix in it."""
     server = Path(sys.executable).parent / "moto_server"
     if not server.exists():
         pytest.skip("moto[server] is not installed (dev extra)")
-    port = _free_port()
+    port = find_free_ports(1)[0]
     proc = subprocess.Popen(
         [str(server), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from zk_registry.server import find_free_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -73,13 +74,6 @@ with open({log!r}, "a") as _f:  # test_ray_job_submit: who imported this copy, f
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
@@ -110,15 +104,15 @@ def _kill_tree(mark: str) -> None:
 @contextmanager
 def _ray_head(tmp: Path, env: dict[str, str]) -> Iterator[str]:
     """``ray start --head`` with the dashboard on loopback; yields the Jobs API URL."""
-    dash = _free_port()
+    gcs, dash, agent, client = find_free_ports(4)
     cmd = [
         str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1",
-        "--port", str(_free_port()), "--num-cpus", "2", "--disable-usage-stats",
+        "--port", str(gcs), "--num-cpus", "2", "--disable-usage-stats",
         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
         "--dashboard-port", str(dash),
         # not the defaults (52365, 10001): another Ray on this machine may hold them
-        "--dashboard-agent-listen-port", str(_free_port()),
-        "--ray-client-server-port", str(_free_port()),
+        "--dashboard-agent-listen-port", str(agent),
+        "--ray-client-server-port", str(client),
         "--temp-dir", str(tmp / "ray"),
     ]  # fmt: skip
     try:
