@@ -369,6 +369,9 @@ class ConsumerGroupCoordinator:
         # _remove_member (Kafka's ConsumerGroup.subscribedTopicNames), so the
         # subscription metadata costs O(topics), not O(members), per join.
         self._subscribers: Counter[str] = Counter()
+        # Member id per static instance id (Kafka's ConsumerGroup.staticMembers),
+        # kept by _put_member and _remove_member.
+        self._static: dict[str, str] = {}
         self.committed: dict[TopicPartition, int] = {}
         self.state = GroupState.EMPTY
         self._metadata_expired = False
@@ -510,10 +513,8 @@ class ConsumerGroupCoordinator:
 
     def member_by_instance(self, instance_id: str) -> GroupMember | None:
         """The static member holding ``instance_id``, if any."""
-        for m in self.members.values():
-            if m.instance_id == instance_id:
-                return m
-        return None
+        member_id = self._static.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
 
     # --------------------------------------------------------------- heartbeat
 
@@ -543,23 +544,40 @@ class ConsumerGroupCoordinator:
             out.append(self._emit(EventKind.MEMBER_JOINED, member_id=member_id, reason=joined))
 
         # 1. Update the member; bump the group epoch on a subscription change.
-        updated = replace(
-            member,
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(
-                req.rebalance_timeout_ms
-                if req.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms
-            ),
-            server_assignor=(
-                req.server_assignor if req.server_assignor is not None else member.server_assignor
-            ),
-            subscribed_topic_names=(
-                frozenset(req.subscribed_topic_names)
-                if req.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
+        instance_id = req.instance_id if req.instance_id is not None else member.instance_id
+        rack_id = req.rack_id if req.rack_id is not None else member.rack_id
+        rebalance_timeout_ms = member.rebalance_timeout_ms
+        if req.rebalance_timeout_ms != -1:
+            rebalance_timeout_ms = req.rebalance_timeout_ms
+        server_assignor = (
+            req.server_assignor if req.server_assignor is not None else member.server_assignor
+        )
+        subscribed = (
+            frozenset(req.subscribed_topic_names)
+            if req.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        )
+        unchanged = (
+            joined is None
+            and instance_id == member.instance_id
+            and rack_id == member.rack_id
+            and rebalance_timeout_ms == member.rebalance_timeout_ms
+            and server_assignor == member.server_assignor
+            and subscribed == member.subscribed_topic_names
+        )
+        # A plain heartbeat (the client sends only what changed) leaves the
+        # member as it is: no copy, and its partition epochs stay put.
+        updated = (
+            member
+            if unchanged
+            else replace(
+                member,
+                instance_id=instance_id,
+                rack_id=rack_id,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                server_assignor=server_assignor,
+                subscribed_topic_names=subscribed,
+            )
         )
         subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         bump = self.group_epoch == 0 or subscription_changed
@@ -575,7 +593,8 @@ class ConsumerGroupCoordinator:
                 self.group_epoch = group_epoch
         # The member joins the group (with its new subscription) before the
         # target assignment is computed, as Kafka's records are replayed.
-        self._put_member(updated)
+        if updated is not member or self.members.get(member.member_id) is not member:
+            self._put_member(updated)
 
         # 2. Recompute the target assignment of the whole group if needed (at
         # most once per group.consumer.assignment.interval.ms).
@@ -877,6 +896,10 @@ class ConsumerGroupCoordinator:
         if old is not None:
             self._remove_partition_epochs(old)
             self._subscribers.subtract(old.subscribed_topic_names)
+            if old.instance_id is not None and old.instance_id != new.instance_id:
+                self._drop_static(old)
+        if new.instance_id is not None:
+            self._static[new.instance_id] = new.member_id
         self._subscribers.update(new.subscribed_topic_names)
         for tp in new.assigned | new.pending_revocation:
             prev = self.partition_epochs.get(tp)
@@ -901,11 +924,18 @@ class ConsumerGroupCoordinator:
                     f"partition is still owned at a different epoch {prev}"
                 )
 
+    def _drop_static(self, member: GroupMember) -> None:
+        if member.instance_id is not None and self._static.get(member.instance_id) == (
+            member.member_id
+        ):
+            del self._static[member.instance_id]
+
     def _remove_member(self, member: GroupMember) -> None:
         """Drop the member, its partition epochs and its timers (no epoch bump)."""
         self._remove_partition_epochs(member)
         del self.members[member.member_id]
         self._subscribers.subtract(member.subscribed_topic_names)
+        self._drop_static(member)
         self._unreconciled.discard(member.member_id)
         self._cancel("session", member.member_id)
         self._cancel("rebalance", member.member_id)
