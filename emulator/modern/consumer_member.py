@@ -56,6 +56,7 @@ Emulator choices (not Kafka):
 from __future__ import annotations
 
 import enum
+import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -448,23 +449,25 @@ class ConsumerMember:
         """The emulated time at which :meth:`poll` has work to do, if any."""
         if self.closed and not self._closing:
             return None
-        times: list[float] = []
-        if self._needs_coordinator() and self._find_corr is None and self._find_at is not None:
-            times.append(self._find_at)
-        if self.coordinator is not None and not self._skip_heartbeat() and self._hb_corr is None:
-            times.append(self._hb_at)
-        if (
-            self._poll_deadline is not None
-            and self.coordinator is not None
-            and not self._skip_heartbeat()
-            and not self._is_leaving()
-        ):
-            times.append(self._poll_deadline)
-        if self._auto_commit_at is not None and self._can_auto_commit():
-            times.append(self._auto_commit_at)
-        if self._recon is not None and self._recon.retry_at is not None:
-            times.append(self._recon.retry_at)
-        return min(times) if times else None
+        # The earliest of the timers that apply (called every host tick for
+        # every member: no list, and each condition only when it could win).
+        best = math.inf
+        if self.coordinator is None:
+            if self._find_corr is None and self._find_at is not None and self._needs_coordinator():
+                best = self._find_at
+        elif not self._skip_heartbeat():
+            if self._hb_corr is None:
+                best = self._hb_at
+            poll = self._poll_deadline
+            if poll is not None and poll < best and not self._is_leaving():
+                best = poll
+        commit = self._auto_commit_at
+        if commit is not None and commit < best and self._can_auto_commit():
+            best = commit
+        recon = self._recon
+        if recon is not None and recon.retry_at is not None and recon.retry_at < best:
+            best = recon.retry_at
+        return None if best == math.inf else best
 
     def app_polled(self, now: float) -> list[Output]:
         """The application called ``poll()``: reset the poll timer; a STALE member rejoins."""
