@@ -107,6 +107,28 @@ class Replica:
     isr_write_pending: bool = False
 
 
+@dataclass
+class FetchSession:
+    """One consumer host's fetch session on this broker (KIP-227's incremental fetch).
+
+    A fetch that finds no data stays *parked* here, as the broker holds a
+    fetch request until ``fetch.min.bytes`` (1) is there or the wait runs out;
+    the host's next request carries only what changed (new fetches, withdrawn
+    ones), not every partition again.
+
+    Attributes:
+        parked: slot -> ``(partition, offset, reset, max)``; the offset is
+            already resolved (never None, never out of range when parked).
+        ready: the parked slots that may have an answer (data, or no longer
+            the leader).
+        wake: set when ``ready`` gains a slot.
+    """
+
+    parked: dict[int, tuple[TopicPartition, int, str, int]] = field(default_factory=dict)
+    ready: set[int] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 def state_tuple(state: Any) -> tuple[int, int, tuple[int, ...], int, int]:
     """``(leader, leader_epoch, isr, controller_epoch, zk_version)`` of a state.
 
@@ -172,12 +194,20 @@ class BrokerCore(Locatable):
         self.events = ctx.writer(f"broker-{broker_id}", self.clock)
         self._zk: Any = None
         self.fetch_calls = 0
+        self.fetch_sessions: dict[str, FetchSession] = {}
+        # Partition -> the (session, slot) of the fetches parked on it.
+        self._parked: dict[TopicPartition, dict[tuple[str, int], None]] = {}
         self.produce_calls = 0
         self.replica_fetch_calls = 0
         self.coordinators: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         self._fetch_inflight: set[int] = set()
+        # The replicas this broker follows, by leader: rebuilt only when a
+        # replica is added, dropped or changes leader (not on every fetch tick,
+        # which would walk every partition of the cluster 40 times a second).
+        self._followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
+        self._followers_dirty = True
         self.peers = LeaderCache(ctx, {})
         self.controller: Any = None
         self.offsets_replica: dict[int, dict[str, dict[TopicPartition, int]]] = {}
@@ -313,10 +343,13 @@ class BrokerCore(Locatable):
                     self.leaders[tp] = st.leader
                 if self.broker_id not in reps:
                     self.replicas.pop(tp, None)
+                    self._followers_dirty = True
+                    self._wake_parked(tp)
                     continue
                 rep = self.replicas.get(tp)
                 if rep is None:
                     rep = self.replicas[tp] = Replica(replicas=tuple(reps))
+                    self._followers_dirty = True
                 rep.replicas = tuple(reps)
                 if st is not None:
                     self._apply_state(
@@ -399,6 +432,8 @@ class BrokerCore(Locatable):
         await self.stop_controller()
         for rep in self.replicas.values():
             self._fail_waiters(rep)
+        for sess in self.fetch_sessions.values():
+            sess.wake.set()  # parked fetches answer now, with what they have
         self.events.emit(EventKind.BROKER_STOPPED, broker=self.broker_id)
         if self._zk is not None:
             await self._zk.stop_async()
@@ -475,6 +510,8 @@ class BrokerCore(Locatable):
         hw = min(leos)
         if hw > rep.hw:
             rep.hw = hw
+            if tp in self._parked:
+                self._wake_parked(tp)
         if rep.waiters:
             keep: list[tuple[int, asyncio.Future[bool]]] = []
             for end, fut in rep.waiters:
@@ -510,15 +547,109 @@ class BrokerCore(Locatable):
         self.fetch_calls += 1
         out: list[tuple[str, int, int, int]] = []
         for topic, partition, offset, reset, max_n in requests:
-            rep = self.replicas.get((topic, partition))
-            if rep is None or rep.leader != self.broker_id:
-                out.append((topic, partition, NOT_LEADER, NOT_LEADER))
-                continue
-            if offset is None or offset < rep.log_start or offset > rep.leo:
-                offset = rep.log_start if reset in ("smallest", "earliest") else rep.hw
-            end = max(offset, min(rep.hw, offset + max_n))
-            out.append((topic, partition, offset, end))
+            start, end = self._serve((topic, partition), offset, reset, max_n)
+            out.append((topic, partition, start, end))
         return out
+
+    def _serve(
+        self, tp: TopicPartition, offset: int | None, reset: str, max_n: int
+    ) -> tuple[int, int]:
+        """One partition's fetch answer ``(start, end)`` (see :meth:`fetch`)."""
+        rep = self.replicas.get(tp)
+        if rep is None or rep.leader != self.broker_id:
+            return NOT_LEADER, NOT_LEADER
+        if offset is None or offset < rep.log_start or offset > rep.leo:
+            offset = rep.log_start if reset in ("smallest", "earliest") else rep.hw
+        return offset, max(offset, min(rep.hw, offset + max_n))
+
+    async def fetch_session(
+        self,
+        session: str,
+        new_session: bool,
+        adds: list[tuple[int, str, int, int | None, str, int]],
+        withdrawn: list[int],
+        max_wait_ms: float,
+    ) -> list[tuple[int, int, int]]:
+        """A consumer host's incremental fetch (KIP-227) with a long poll.
+
+        Args:
+            session: the host's session key; ``new_session`` drops what the
+                session held before (the host lost track of it).
+            adds: new fetches ``(slot, topic, partition, offset, reset, max)``
+                (the fields of :meth:`fetch`, under a slot number).
+            withdrawn: slots whose fetch the host no longer wants.
+            max_wait_ms: ``fetch.max.wait.ms`` (``fetch.wait.max.ms`` in 0.8),
+                emulated ms: how long the answer may wait for data when there
+                is none (``fetch.min.bytes`` = 1).
+
+        Returns:
+            ``(slot, start, end)`` for each fetch answered: ones with data, or
+            ``start == NOT_LEADER``. A fetch with no data stays parked in the
+            session and is answered by a later call once data is there.
+        """
+        self.fetch_calls += 1
+        sess = self.fetch_sessions.get(session)
+        if sess is None or new_session:
+            if sess is not None:
+                self._close_fetch_session(session, sess)
+            sess = self.fetch_sessions[session] = FetchSession()
+        for slot in withdrawn:
+            sess.ready.discard(slot)
+            entry = sess.parked.pop(slot, None)
+            if entry is not None:
+                self._unpark(entry[0], session, slot)
+        out: list[tuple[int, int, int]] = []
+        for slot, topic, partition, offset, reset, max_n in adds:
+            tp = (topic, partition)
+            start, end = self._serve(tp, offset, reset, max_n)
+            if start < 0 or end > start:
+                out.append((slot, start, end))
+                continue
+            sess.parked[slot] = (tp, start, reset, max_n)
+            self._parked.setdefault(tp, {})[(session, slot)] = None
+        if not out and not sess.ready and sess.parked and max_wait_ms > 0:
+            sess.wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(sess.wake.wait(), self.ctx.scaled_s(max_wait_ms))
+        if sess.ready:
+            ready, sess.ready = sess.ready, set()
+            for slot in ready:
+                entry = sess.parked.get(slot)
+                if entry is None:
+                    continue
+                tp, offset, reset, max_n = entry
+                start, end = self._serve(tp, offset, reset, max_n)
+                if start >= 0 and end == start:
+                    continue  # woken but still nothing there: stays parked
+                del sess.parked[slot]
+                self._unpark(tp, session, slot)
+                out.append((slot, start, end))
+        return out
+
+    def _unpark(self, tp: TopicPartition, session: str, slot: int) -> None:
+        waiting = self._parked.get(tp)
+        if waiting is not None:
+            waiting.pop((session, slot), None)
+            if not waiting:
+                del self._parked[tp]
+
+    def _close_fetch_session(self, session: str, sess: FetchSession) -> None:
+        for slot, (tp, *_rest) in sess.parked.items():
+            self._unpark(tp, session, slot)
+        sess.parked.clear()
+        sess.ready.clear()
+        sess.wake.set()
+
+    def _wake_parked(self, tp: TopicPartition) -> None:
+        """Data (or a leadership change) on ``tp``: its parked fetches may be answered."""
+        waiting = self._parked.get(tp)
+        if not waiting:
+            return
+        for session, slot in waiting:
+            sess = self.fetch_sessions.get(session)
+            if sess is not None:
+                sess.ready.add(slot)
+                sess.wake.set()
 
     def log_end_offsets(self) -> dict[TopicPartition, int]:
         """The HW of each partition this broker leads (what consumers can reach)."""
@@ -575,15 +706,18 @@ class BrokerCore(Locatable):
 
     async def _replica_fetch_loop(self) -> None:
         while True:
-            by_leader: dict[int, dict[TopicPartition, int]] = {}
-            for tp, rep in self.replicas.items():
-                if rep.leader >= 0 and rep.leader != self.broker_id:
-                    by_leader.setdefault(rep.leader, {})[tp] = rep.leo
-            for leader, fetches in by_leader.items():
+            if self._followers_dirty:
+                self._followers_dirty = False
+                followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
+                for tp, rep in self.replicas.items():
+                    if rep.leader >= 0 and rep.leader != self.broker_id:
+                        followers.setdefault(rep.leader, []).append((tp, rep))
+                self._followers = followers
+            for leader, reps in self._followers.items():
                 if leader in self._fetch_inflight:
                     continue
                 self._fetch_inflight.add(leader)
-                self._spawn(self._fetch_from(leader, fetches))
+                self._spawn(self._fetch_from(leader, {tp: rep.leo for tp, rep in reps}))
             await asyncio.sleep(REPLICA_TICK_S)
 
     async def _fetch_from(self, leader: int, fetches: dict[TopicPartition, int]) -> None:
@@ -736,6 +870,10 @@ class BrokerCore(Locatable):
         rep.zk_version = version
         rep.controller_epoch = cepoch
         changed = leader != rep.leader or epoch != rep.leader_epoch
+        if leader != rep.leader:
+            self._followers_dirty = True
+            if tp in self._parked:
+                self._wake_parked(tp)  # a fetch parked here now gets NotLeader
         rep.leader_epoch = epoch
         rep.leader = leader
         if leader == self.broker_id:
@@ -788,6 +926,7 @@ class BrokerCore(Locatable):
                 if self.broker_id not in reps and self.broker_id != st[0]:
                     continue
                 rep = self.replicas[tp] = Replica(replicas=tuple(reps) or (self.broker_id,))
+                self._followers_dirty = True
             elif reps:
                 rep.replicas = tuple(reps)
             change = self._apply_state(tp, rep, st, now)

@@ -88,6 +88,18 @@ class ConsumerHostCore(Locatable):
         self._task: asyncio.Task[None] | None = None
         self._stop = False
         self._fetch_inflight: set[int] = set()
+        # Fetch sessions (KIP-227), one per broker: every fetch outstanding
+        # has a slot; a fetch that finds no data stays parked at the broker
+        # (its long poll), so a tick sends only new and withdrawn fetches.
+        self._session_key = f"host-{index}"
+        self._slot_seq = 0
+        # slot -> (member, partition, position epoch, broker)
+        self._slots: dict[int, tuple[Any, TopicPartition, int, int]] = {}
+        self._member_slots: dict[int, dict[TopicPartition, int]] = {}  # id(member) -> tp -> slot
+        self._fetch_adds: dict[int, list[tuple[int, str, int, int | None, str, int]]] = {}
+        self._fetch_withdrawn: dict[int, list[int]] = {}
+        self._outstanding: dict[int, int] = defaultdict(int)  # broker -> slots there
+        self._sessions_open: set[int] = set()
         self.processed_max: dict[TopicPartition, int] = {}
         self.processed = 0
         self.max_fetch = max(
@@ -120,6 +132,9 @@ class ConsumerHostCore(Locatable):
         if ctx.protocol != "zookeeper":
             # A modern consumer's poll() returns at most max.poll.records.
             self.max_fetch = min(self.max_fetch, int(str(ctx.kafka.get("max.poll.records", 500))))
+            self.fetch_max_wait_ms = float(str(ctx.kafka.get("fetch.max.wait.ms", 500)))
+        else:
+            self.fetch_max_wait_ms = float(str(ctx.kafka.get("fetch.wait.max.ms", 100)))
 
     # ---------------------------------------------------------------- events
 
@@ -215,6 +230,7 @@ class ConsumerHostCore(Locatable):
                 spec.name, machine, zk, driver, self._emit, self.clock.now_ms, proxy
             )
             box.append(member)
+            member.on_unfetch = self._unfetch
             self.members[spec.name] = member
             negotiated = zk.negotiated_session_timeout_ms
             self._emit(
@@ -261,6 +277,7 @@ class ConsumerHostCore(Locatable):
         )
         member.broker_ids = tuple(sorted(self.brokers))
         box.append(member)
+        member.on_unfetch = self._unfetch
         self.members[spec.name] = member
         member.apply(machine.start(self.clock.now_ms()))
         return spec.name
@@ -345,6 +362,7 @@ class ConsumerHostCore(Locatable):
         if member is None:  # retired meanwhile (a restart and a stop both leaving it)
             return
         member.alive = False
+        self._unfetch_all(member)
         self.gone[name] = how
         for tp, end in member.high_water.items():
             self.processed_max[tp] = max(self.processed_max.get(tp, 0), end)
@@ -414,45 +432,122 @@ class ConsumerHostCore(Locatable):
             await asyncio.sleep(next_tick - mono)
 
     def _send_fetches(self) -> None:
-        by_broker: dict[int, list[tuple[str, int, int | None, str, int]]] = defaultdict(list)
-        owners: dict[int, list[tuple[LegacyMember, TopicPartition, int]]] = defaultdict(list)
+        """Give every position that wants a fetch a slot; send each broker's changes.
+
+        A broker with fetches parked always has a call outstanding (its long
+        poll), so data there is answered as soon as it is committed.
+        """
         reset = self.config.auto_offset_reset
         self.leader_cache.maybe_refresh()
         for member in self.members.values():
-            for tp, offset, epoch in member.fetch_requests(self.max_chunks):
+            wanted = member.fetch_requests(self.max_chunks)
+            if not wanted:
+                continue
+            mine = self._member_slots.setdefault(id(member), {})
+            for tp, offset, epoch in wanted:
                 leader = self.leader_cache.leader(tp)
-                if leader is None or leader in self._fetch_inflight:
-                    pos = member.positions.get(tp)
-                    if pos is not None:
-                        pos.inflight = False
+                if leader is None:
+                    member.refetch(tp, epoch)
                     continue
-                by_broker[leader].append((tp[0], tp[1], offset, reset, self.max_fetch))
-                owners[leader].append((member, tp, epoch))
-        for broker, reqs in by_broker.items():
+                old = mine.get(tp)
+                if old is not None:
+                    self._withdraw(old)
+                self._slot_seq += 1
+                slot = self._slot_seq
+                mine[tp] = slot
+                self._slots[slot] = (member, tp, epoch, leader)
+                self._outstanding[leader] += 1
+                self._fetch_adds.setdefault(leader, []).append(
+                    (slot, tp[0], tp[1], offset, reset, self.max_fetch)
+                )
+        for broker, n in list(self._outstanding.items()):
+            if broker in self._fetch_inflight:
+                continue
+            if n <= 0 and broker not in self._fetch_withdrawn:
+                del self._outstanding[broker]
+                continue
+            adds = self._fetch_adds.pop(broker, [])
+            withdrawn = self._fetch_withdrawn.pop(broker, [])
             self._fetch_inflight.add(broker)
-            task = asyncio.ensure_future(self._fetch(broker, reqs, owners[broker]))
+            task = asyncio.ensure_future(self._fetch(broker, adds, withdrawn))
             self._bg.add(task)  # a strong reference until it is done
             task.add_done_callback(self._bg.discard)
+
+    def _drop_slot(self, slot: int) -> tuple[Any, TopicPartition, int, int] | None:
+        entry = self._slots.pop(slot, None)
+        if entry is None:
+            return None
+        member, tp, _epoch, broker = entry
+        mine = self._member_slots.get(id(member))
+        if mine is not None and mine.get(tp) == slot:
+            del mine[tp]
+        self._outstanding[broker] -= 1
+        return entry
+
+    def _withdraw(self, slot: int) -> None:
+        """Take an outstanding fetch back (its position was stopped or replaced)."""
+        entry = self._drop_slot(slot)
+        if entry is not None:
+            self._fetch_withdrawn.setdefault(entry[3], []).append(slot)
+
+    def _unfetch(self, member: Any, tps: list[TopicPartition]) -> None:
+        """``member`` dropped these positions while their fetches were outstanding."""
+        mine = self._member_slots.get(id(member))
+        if mine:
+            for tp in tps:
+                slot = mine.get(tp)
+                if slot is not None:
+                    self._withdraw(slot)
+
+    def _unfetch_all(self, member: Any) -> None:
+        """Withdraw every fetch of a member that is gone."""
+        mine = self._member_slots.pop(id(member), None)
+        if mine:
+            for slot in list(mine.values()):
+                self._withdraw(slot)
 
     async def _fetch(
         self,
         broker: int,
-        reqs: list[tuple[str, int, int | None, str, int]],
-        owners: list[tuple[LegacyMember, TopicPartition, int]],
+        adds: list[tuple[int, str, int, int | None, str, int]],
+        withdrawn: list[int],
     ) -> None:
+        new_session = broker not in self._sessions_open
         try:
             handle = self.leader_cache.handle(broker)
             if handle is None:
                 raise LookupError(f"no actor for broker {broker}")
-            result = await handle.fetch.remote(reqs)
+            result = await handle.fetch_session.remote(
+                self._session_key, new_session, adds, withdrawn, self.fetch_max_wait_ms
+            )
         except Exception:  # a dead broker: refresh the leaders, fetch again next tick
+            result = None
             self.leader_cache.failed(broker)
-            result = [(t, p, -1, -1) for t, p, *_ in reqs]
         finally:
             self._fetch_inflight.discard(broker)
-        for (member, tp, epoch), (_t, _p, start, end) in zip(owners, result, strict=True):
+        if result is None:
+            # The session is lost with every fetch in it: the positions are
+            # asked again (in a new session, from another leader if need be).
+            self._sessions_open.discard(broker)
+            self._fetch_adds.pop(broker, None)
+            self._fetch_withdrawn.pop(broker, None)
+            for slot, (_m, _tp, _e, b) in list(self._slots.items()):
+                if b == broker:
+                    member, tp, epoch, _b = self._slots[slot]
+                    self._drop_slot(slot)
+                    member.refetch(tp, epoch)
+            return
+        self._sessions_open.add(broker)
+        for slot, start, end in result:
+            entry = self._drop_slot(slot)
+            if entry is None:
+                continue  # withdrawn meanwhile
+            member, tp, epoch, _b = entry
             if start < 0:
                 self.leader_cache.not_leader(tp)  # NotLeaderForPartition
+            if member.fetch_cut:
+                member.refetch(tp, epoch)  # cut off the brokers: the answer is lost
+                continue
             member.fetched(tp, start, end, epoch)
 
     # ----------------------------------------------------------------- faults

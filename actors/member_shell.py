@@ -91,6 +91,12 @@ class MemberShell:
         self.processed = 0
         self.high_water: dict[TopicPartition, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # Positions with no fetch outstanding, in the order they became so:
+        # the host's loop asks only these each tick, not every position.
+        self._ready: dict[TopicPartition, None] = {}
+        # Told (by stop_fetchers) of positions dropped while a fetch of theirs
+        # was outstanding, so the host can withdraw it from the broker.
+        self.on_unfetch: Callable[[MemberShell, list[TopicPartition]], None] | None = None
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
@@ -115,8 +121,14 @@ class MemberShell:
         """
         self.fetch_epoch += 1
         stop = set(self.positions) if partitions is None else set(partitions)
+        outstanding: list[TopicPartition] = []
         for tp in stop:
-            self.positions.pop(tp, None)
+            pos = self.positions.pop(tp, None)
+            self._ready.pop(tp, None)
+            if pos is not None and pos.inflight:
+                outstanding.append(tp)
+        if outstanding and self.on_unfetch is not None:
+            self.on_unfetch(self, outstanding)
         now = self._now()
         for s in self.streams.values():
             kept = [c for c in s.queue if c.tp not in stop]
@@ -133,9 +145,16 @@ class MemberShell:
     def start_fetchers(self, positions: dict[TopicPartition, tuple[str, int | None]]) -> None:
         """Fetch these partitions, each for a stream, from an offset (``None``: reset policy)."""
         self.fetch_epoch += 1
+        outstanding: list[TopicPartition] = []
         for tp, (thread, off) in positions.items():
+            old = self.positions.get(tp)
+            if old is not None and old.inflight:
+                outstanding.append(tp)
             self.positions[tp] = FetchPos(thread, off, epoch=self.fetch_epoch)
+            self._ready[tp] = None
             self.streams.setdefault(thread, Stream(thread))
+        if outstanding and self.on_unfetch is not None:
+            self.on_unfetch(self, outstanding)
 
     def fetch_requests(self, max_chunks: int) -> list[tuple[TopicPartition, int | None, int]]:
         """Partitions that want a fetch now (their stream's queue has room).
@@ -144,18 +163,28 @@ class MemberShell:
         answer, so an answer for a position that was stopped or restarted
         meanwhile is dropped.
         """
-        if not self.alive or self.paused or self.fetch_cut:
+        if not self.alive or self.paused or self.fetch_cut or not self._ready:
             return []
         out: list[tuple[TopicPartition, int | None, int]] = []
-        for tp, pos in self.positions.items():
-            if pos.inflight:
+        for tp in list(self._ready):
+            pos = self.positions.get(tp)
+            if pos is None or pos.inflight:
+                del self._ready[tp]
                 continue
             stream = self.streams.get(pos.thread_id)
             if stream is None or len(stream.queue) >= max_chunks:
                 continue
             pos.inflight = True
+            del self._ready[tp]
             out.append((tp, pos.offset, pos.epoch))
         return out
+
+    def refetch(self, tp: TopicPartition, epoch: int) -> None:
+        """The fetch of ``tp`` (at ``epoch``) came to nothing: ask again later."""
+        pos = self.positions.get(tp)
+        if pos is not None and pos.epoch == epoch:
+            pos.inflight = False
+            self._ready[tp] = None
 
     def fetched(self, tp: TopicPartition, start: int, end: int, epoch: int) -> None:
         """A fetch answer: queue a chunk, advance the position."""
@@ -163,6 +192,7 @@ class MemberShell:
         if not self.alive or pos is None or epoch != pos.epoch:
             return  # stopped or restarted since: the answer is stale
         pos.inflight = False
+        self._ready[tp] = None
         if start < 0:
             return
         pos.offset = end
@@ -265,3 +295,4 @@ class MemberShell:
             t.cancel()
         with contextlib.suppress(Exception):
             self.positions.clear()
+            self._ready.clear()

@@ -421,6 +421,8 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
     KafkaKeySpec(
         "refresh.leader.backoff.ms", "int", 200, minimum=0, used_by=_LEGACY, source=_SRC_CC082
     ),
+    # How long a broker holds a fetch that finds no data (fetch.min.bytes = 1).
+    KafkaKeySpec("fetch.wait.max.ms", "int", 100, minimum=0, used_by=_LEGACY, source=_SRC_CC082),
     KafkaKeySpec(
         "offsets.commit.max.retries", "int", 5, minimum=0, used_by=_LEGACY, source=_SRC_CC082
     ),
@@ -498,6 +500,14 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         source=_SRC_CC39,
     ),
     KafkaKeySpec("max.poll.records", "int", 500, minimum=1, used_by=_CLASSIC, source=_SRC_CC39),
+    KafkaKeySpec(
+        "fetch.max.wait.ms",
+        "int",
+        500,
+        minimum=0,
+        used_by=_CLASSIC + " and KIP-848 client",
+        source=_SRC_CC39,
+    ),
     KafkaKeySpec(
         "request.timeout.ms",
         "int",

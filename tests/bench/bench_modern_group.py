@@ -239,6 +239,7 @@ class LocalBroker:
         self.fetch_stats = CallStats()
         self.group_exchange = LocalCall(core.group_exchange, self.exchange_stats, pickled)
         self.fetch = LocalCall(core.fetch, self.fetch_stats, pickled)
+        self.fetch_session = LocalCall(core.fetch_session, self.fetch_stats, pickled)
 
 
 # ====================================================================== instrumentation

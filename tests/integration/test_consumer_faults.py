@@ -98,6 +98,21 @@ class StandInBroker:
             out.append((t, p, start, start + max_n))
         return out
 
+    def fetch_session(
+        self,
+        session: str,
+        new_session: bool,
+        adds: list[tuple[int, str, int, int | None, str, int]],
+        withdrawn: list[int],
+        max_wait_ms: float,
+    ) -> list[tuple[int, int, int]]:
+        # The log never ends: every fetch is answered at once, in full.
+        out = []
+        for slot, _t, _p, offset, _reset, max_n in adds:
+            start = 0 if offset is None else offset
+            out.append((slot, start, start + max_n))
+        return out
+
     async def group_exchange(self, host_key: str, requests: list[Any]) -> list[Any]:
         return list(self.coordinators.exchange(self.clock.now_ms(), host_key, requests))
 
