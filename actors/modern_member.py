@@ -68,6 +68,12 @@ class ModernMember(MemberShell):
         self.lost: dict[int, float] = {}
         # Answers that arrived during a process pause, in order.
         self._held: list[GroupResponse] = []
+        # The machine's next_deadline, cached until the machine is next called
+        # (every tick asks; it changes only when the machine does). A cached
+        # value may be earlier than the machine's, never later.
+        self._due: float | None = None
+        self._due_known = False
+        self._idle = getattr(machine, "app_idle", None)
 
     @property
     def member_id(self) -> str:  # type: ignore[override]
@@ -75,7 +81,8 @@ class ModernMember(MemberShell):
         return str(getattr(self.machine, "member_id", "") or "")
 
     def apply(self, outputs: list[Any]) -> None:
-        """Carry out the machine's requests and effects."""
+        """Carry out the machine's requests and effects (after any call into the machine)."""
+        self._due_known = False
         for out in outputs:
             if not self.alive:
                 return
@@ -121,6 +128,7 @@ class ModernMember(MemberShell):
         """
         self.pending.discard(request.corr)
         self.coordinator = None
+        self._due_known = False
         if self.broker_ids and (
             isinstance(request, FindCoordinatorRequest) or self.bootstrap == self.known_coordinator
         ):
@@ -157,8 +165,10 @@ class ModernMember(MemberShell):
                 failed = getattr(self.machine, "request_failed", None)
                 if failed is not None:
                     self.apply(failed(now, corr))
-        deadline = self.machine.next_deadline()
-        if deadline is not None and now >= deadline:
+        if not self._due_known:
+            self._due = self.machine.next_deadline()
+            self._due_known = True
+        if self._due is not None and now >= self._due:
             self.apply(self.machine.poll(now))
 
     def thaw(self, now: float) -> float:
@@ -190,6 +200,7 @@ class ModernMember(MemberShell):
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A poll batch is processed: progress to commit, and the app is back in poll()."""
+        self._due_known = False
         self.machine.consumed(tp, end)
         self.apply(self.machine.app_polled(self._now()) or [])
 
@@ -199,6 +210,13 @@ class ModernMember(MemberShell):
 
     def on_idle(self) -> None:
         """Nothing in hand: the application sits in poll()."""
+        if self._idle is not None:
+            # Only the poll timer moves (later), unless a STALE member rejoins:
+            # the cached deadline stays valid (at worst early).
+            out = self._idle(self._now())
+            if out is not None:
+                self.apply(out)
+            return
         self.apply(self.machine.app_polled(self._now()) or [])
 
     def close(self) -> None:

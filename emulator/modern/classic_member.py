@@ -421,6 +421,19 @@ class ClassicMember:
         self._last_app_poll = now
         return self._run()
 
+    def app_idle(self, now: float) -> list[MemberOutput] | None:
+        """The application is still in ``poll()`` with nothing to process.
+
+        An emulator shortcut for the host loop, which calls this every tick
+        and :meth:`poll` whenever :meth:`next_deadline` is due: an application
+        already inside ``poll()`` changes nothing (every input already ran the
+        application thread's work, and the poll timer does not run inside
+        ``poll()``), so None is returned; otherwise it is :meth:`app_polled`.
+        """
+        if self._app_in_poll:
+            return None
+        return self.app_polled(now)
+
     def app_processing(self, now: float) -> list[MemberOutput]:
         """``poll()`` returned records: the application is processing them until
         :meth:`app_polled`. The poll timer runs from now."""

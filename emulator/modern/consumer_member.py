@@ -449,6 +449,19 @@ class ConsumerMember:
         """The emulated time at which :meth:`poll` has work to do, if any."""
         if self.closed and not self._closing:
             return None
+        # Work that is due at once (what the next _pump would send without
+        # waiting for any timer) makes the deadline now.
+        now = self._now
+        if self.coordinator is None:
+            if self.state is MemberState.LEAVING:
+                return now  # the leave cannot be sent: close now
+            if self._find_corr is None and self._find_at is None and self._needs_coordinator():
+                return now
+        else:
+            if self._unsent:
+                return now
+            if self._hb_corr is None and not self._skip_heartbeat() and self._heartbeat_now():
+                return now
         # The earliest of the timers that apply (called every host tick for
         # every member: no list, and each condition only when it could win).
         best = math.inf
@@ -479,6 +492,26 @@ class ConsumerMember:
             self._transition_to_joining()
         out.extend(self._pump())
         return out
+
+    def app_idle(self, now: float) -> list[Output] | None:
+        """The application is still in ``poll()`` with nothing to process.
+
+        As :meth:`app_polled` (the poll timer restarts, a STALE member
+        rejoins), but the timers are left to :meth:`poll`: an emulator
+        shortcut for the host loop, which calls :meth:`poll` whenever
+        :meth:`next_deadline` is due and this every tick.
+
+        Returns:
+            None when only the poll timer moved (later: :meth:`next_deadline`
+            can only grow), else what :meth:`app_polled` returns.
+        """
+        self._now = now
+        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._poll_timer_expired = False
+        if self.state is MemberState.STALE and not self.closed:
+            self._transition_to_joining()
+            return self._pump()
+        return None
 
     def app_processing(self, now: float) -> list[Output]:
         """``poll()`` returned records: the application processes them until :meth:`app_polled`.
