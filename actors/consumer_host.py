@@ -531,11 +531,10 @@ class ConsumerHostCore(Locatable):
             self._sessions_open.discard(broker)
             self._fetch_adds.pop(broker, None)
             self._fetch_withdrawn.pop(broker, None)
-            for slot, (_m, _tp, _e, b) in list(self._slots.items()):
-                if b == broker:
-                    member, tp, epoch, _b = self._slots[slot]
-                    self._drop_slot(slot)
-                    member.refetch(tp, epoch)
+            for slot in [s for s, entry in self._slots.items() if entry[3] == broker]:
+                member, tp, epoch, _b = self._slots[slot]
+                self._drop_slot(slot)
+                member.refetch(tp, epoch)
             return
         self._sessions_open.add(broker)
         for slot, start, end in result:

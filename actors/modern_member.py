@@ -73,7 +73,6 @@ class ModernMember(MemberShell):
         # value may be earlier than the machine's, never later.
         self._due: float | None = None
         self._due_known = False
-        self._idle = getattr(machine, "app_idle", None)
 
     @property
     def member_id(self) -> str:  # type: ignore[override]
@@ -210,14 +209,11 @@ class ModernMember(MemberShell):
 
     def on_idle(self) -> None:
         """Nothing in hand: the application sits in poll()."""
-        if self._idle is not None:
-            # Only the poll timer moves (later), unless a STALE member rejoins:
-            # the cached deadline stays valid (at worst early).
-            out = self._idle(self._now())
-            if out is not None:
-                self.apply(out)
-            return
-        self.apply(self.machine.app_polled(self._now()) or [])
+        # None: only the poll timer moved (later), so the cached deadline
+        # stays valid (at worst early).
+        out = self.machine.app_idle(self._now())
+        if out is not None:
+            self.apply(out)
 
     def close(self) -> None:
         """Graceful close (``KafkaConsumer.close()``)."""

@@ -12,7 +12,7 @@ members; partitions = 10 per member on ``--topics`` topics, fixed at start):
    loop is run as a task) and ``--hosts`` :class:`~actors.consumer_host.ConsumerHostCore`
    objects run in this process's asyncio loop, without Ray. Each host's
    ``brokers`` dict holds :class:`LocalBroker` adapters whose
-   ``group_exchange.remote(...)`` and ``fetch.remote(...)`` return awaitables,
+   ``group_exchange.remote(...)`` and ``fetch_session.remote(...)`` return awaitables,
    like Ray actor handles; the call yields to the loop once (a network hop)
    and then runs the broker's method inline (``--pickle`` also round-trips
    arguments and answers through pickle, Ray's serialization cost). ``leaders``
@@ -238,7 +238,6 @@ class LocalBroker:
         self.exchange_stats = CallStats()
         self.fetch_stats = CallStats()
         self.group_exchange = LocalCall(core.group_exchange, self.exchange_stats, pickled)
-        self.fetch = LocalCall(core.fetch, self.fetch_stats, pickled)
         self.fetch_session = LocalCall(core.fetch_session, self.fetch_stats, pickled)
 
 
