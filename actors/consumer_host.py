@@ -64,6 +64,18 @@ class MemberSpec:
     zk_latency_ms: float = 0.0
 
 
+def _restamp(consumer_id: str, now_ms: int) -> str:
+    """A 0.8 consumer id ``<group>_<host>-<ms>-<hex>`` with its ``<ms>`` set to ``now_ms``.
+
+    An id without that shape (a ``consumer.id`` config) is kept as it is.
+    """
+    head, sep, rest = consumer_id.rpartition("-")
+    stem, sep2, ms = head.rpartition("-")
+    if not (sep and sep2 and ms.isdigit() and len(rest) == 8):
+        return consumer_id
+    return f"{stem}-{now_ms}-{rest}"
+
+
 class ConsumerHostCore(Locatable):
     """A host of emulated legacy consumers, without Ray.
 
@@ -155,6 +167,11 @@ class ConsumerHostCore(Locatable):
         from zk_registry.legacy_driver import LegacyZkDriver
         from zk_registry.proxy import FaultProxy
 
+        if self.ctx.protocol == "zookeeper":
+            # consumerIdString is made when the connector is constructed, with
+            # System.currentTimeMillis: the wall clock of the consumer's creation.
+            now_ms = int(time.time() * 1000)
+            specs = [replace(s, consumer_id=_restamp(s.consumer_id, now_ms)) for s in specs]
         for spec in specs:
             self.specs[spec.name] = spec
             self.gone.pop(spec.name, None)
@@ -229,6 +246,7 @@ class ConsumerHostCore(Locatable):
             member = LegacyMember(
                 spec.name, machine, zk, driver, self._emit, self.clock.now_ms, proxy
             )
+            member.manual_commit = self.ctx.manual_commit
             box.append(member)
             member.on_unfetch = self._unfetch
             self.members[spec.name] = member
@@ -265,6 +283,8 @@ class ConsumerHostCore(Locatable):
             # A restarted member gets a fresh range, so a late answer to its
             # predecessor's request can never match one of its own.
             corr_start=(spec.index + 1) * 1_000_000_000 + self._restarts[spec.name] * 10_000_000,
+            seed=self.ctx.seed,
+            rebalance_listener=self.ctx.rebalance_listener,
         )
         box: list[Any] = []
 
@@ -275,6 +295,7 @@ class ConsumerHostCore(Locatable):
         member = ModernMember(
             spec.name, machine, self._emit, self.clock.now_ms, send, spec.bootstrap
         )
+        member.manual_commit = self.ctx.manual_commit
         member.broker_ids = tuple(sorted(self.brokers))
         box.append(member)
         member.on_unfetch = self._unfetch
@@ -336,6 +357,7 @@ class ConsumerHostCore(Locatable):
                 await asyncio.sleep(0.01)
             await self._retire(name, "left")
             return True
+        member.sync_positions()
         member.apply(member.machine.shutdown(self.clock.now_ms()))
         deadline = time.monotonic() + 10 * max(1.0, self.session_timeout_s)
         while member.machine.state.value != "closed" and time.monotonic() < deadline:
@@ -348,6 +370,12 @@ class ConsumerHostCore(Locatable):
         member = self.members.get(name)
         if member is None:
             return False
+        # A frozen process processed nothing after its pause began.
+        at = member.paused_at if member.paused and member.paused_at is not None else None
+        member.abandon(
+            self.clock.now_ms() if at is None else at,
+            per_message=self.ctx.protocol == "zookeeper",
+        )
         member.kill()
         self._emit(EventKind.CONSUMER_CRASHED, member=name, member_id=member.member_id or None)
         if getattr(member, "proxy", None) is not None:

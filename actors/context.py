@@ -56,6 +56,9 @@ class RunContext:
     partitions_per_topic: dict[str, int] = field(default_factory=dict)
     assignor: str = "range"
     static_membership: bool = False
+    # The application's commit pattern (emulator knobs, [group] in the scenario).
+    manual_commit: str = "none"
+    rebalance_listener: str = "none"
     storage_mode: str = "local"
     events_url: str = ""
     spool_root: str = ""

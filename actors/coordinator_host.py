@@ -204,7 +204,11 @@ class CoordinatorHost:
             coord = self.coordinators.get(req.group_id)
             if coord is None:
                 coord = self._create(req.group_id)
-            self._dispatch(coord.handle(now_ms, req))
+            if isinstance(req, JoinGroupRequest) and req.client_id:
+                # The request header's client.id: new member ids are "<client.id>-<uuid>".
+                self._dispatch(coord.handle(now_ms, req, client_id=req.client_id))
+            else:
+                self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
 
     def _heartbeat_seen(

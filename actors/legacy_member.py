@@ -56,6 +56,8 @@ class LegacyMember(MemberShell):
         self.zk = zk
         self.driver = driver
         self.proxy = proxy
+        # The application's commit pattern (``[group].manual_commit``), an emulator knob.
+        self.manual_commit = "none"
         # ZooKeeper callbacks that arrived during a process pause, in order.
         self._held: list[Callable[[], None]] = []
         # The faults that hold its proxy in BLACKHOLE (pause, partition).
@@ -90,7 +92,19 @@ class LegacyMember(MemberShell):
             await asyncio.sleep(0.01)
         if not self.alive or req.rid not in self.machine.outstanding:
             return  # abandoned (shutdown) or superseded: nobody waits for it
+        self.sync_positions()
         self.apply(self.machine.complete(self._now(), req.rid, result))
+
+    def sync_positions(self) -> None:
+        """Tell the machine where each stream's iterator is now (before any call into it).
+
+        ``ConsumerIterator.next()`` moves the consumed offset per message as
+        it is handed out; the host's loop processes whole batches, so the
+        per-message position is computed from the time (:meth:`handed_out`)
+        whenever the machine may commit.
+        """
+        for tp, off in self.handed_out(self._now()):
+            self.machine.consumed(tp, off)
 
     def poll(self, now: float) -> None:
         """Let the machine see the time if it has a deadline (not while paused)."""
@@ -98,6 +112,7 @@ class LegacyMember(MemberShell):
             return
         deadline = self.machine.next_deadline()
         if deadline is not None and now >= deadline:
+            self.sync_positions()
             self.apply(self.machine.poll(now))
 
     def on_watch(self, source: str) -> None:
@@ -107,6 +122,7 @@ class LegacyMember(MemberShell):
             return
         if self.alive:
             self._emit(EventKind.WATCH_FIRED, member=self.name, reason=source, zk_watches=1)
+            self.sync_positions()
             self.apply(self.machine.watch_fired(self._now(), source))
 
     def on_state(self, state: str, session_id: str) -> None:
@@ -126,6 +142,7 @@ class LegacyMember(MemberShell):
             return
         if self.alive:
             self._emit(EventKind.ZK_SESSION_EXPIRED, member=self.name)
+            self.sync_positions()
             self.apply(self.machine.new_session(self._now()))
 
     def thaw(self, now: float) -> float:
@@ -148,5 +165,18 @@ class LegacyMember(MemberShell):
     # ------------------------------------------------------------ fetch hooks
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
-        """Progress for ``commitOffsets``."""
+        """Progress for ``commitOffsets``; the application's own commit, if it makes one.
+
+        With ``[group].manual_commit`` (auto-commit off) the application calls
+        ``commitOffsets()`` after each batch and waits for it (ZooKeeper writes
+        are synchronous in 0.8; ``async`` is the same here).
+        """
         self.machine.consumed(tp, end)
+        if self.machine.config.auto_commit_enable or self.manual_commit == "none":
+            return
+        self.sync_positions()
+        self.apply(self.machine.app_commit(self._now()))
+
+    def app_blocked(self) -> bool:
+        """The application waits while its ``commitOffsets()`` is in flight."""
+        return self.machine.app_committing

@@ -101,8 +101,87 @@ class MemberShell:
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
 
-    def on_batch_start(self, tp: TopicPartition) -> None:
-        """The application took a batch of ``tp`` (a modern consumer's poll() returned)."""
+    def on_batch_start(self, tp: TopicPartition, start: int, end: int) -> None:
+        """The application took the batch ``[start, end)`` of ``tp`` (poll() returned it)."""
+
+    def app_blocked(self) -> bool:
+        """Whether the application waits on its client (a ``commitSync`` in flight)."""
+        return False
+
+    # ------------------------------------------------------- hand-out positions
+
+    @staticmethod
+    def _progress(cur: InProgress, now: float) -> tuple[int, float]:
+        """Messages of the batch in hand fully processed by ``now``, and the cost of one."""
+        n = cur.chunk.end - cur.chunk.start
+        per = (cur.done_ms - cur.started_ms) / n if n else 0.0
+        if per <= 0:
+            return n, per
+        return max(0, min(n, int((now - cur.started_ms) // per))), per
+
+    def handed_out(self, now: float) -> list[tuple[TopicPartition, int]]:
+        """Per batch in hand, the position of a per-message iterator at ``now``.
+
+        Kafka 0.8's ``ConsumerIterator.next()`` moves a partition's consumed
+        offset to ``offset + 1`` as it hands a message to the application,
+        before the application processes it: the position is the message
+        being processed plus one (nothing while the batch has not started).
+        """
+        out: list[tuple[TopicPartition, int]] = []
+        for s in self.streams.values():
+            cur = s.current
+            if cur is None or now < cur.started_ms:
+                continue
+            done, _per = self._progress(cur, now)
+            n = cur.chunk.end - cur.chunk.start
+            out.append((cur.chunk.tp, cur.chunk.start + min(n, done + 1)))
+        return out
+
+    def abandon(self, now: float, *, per_message: bool) -> None:
+        """A crash: record what each batch in hand had processed and what it dropped.
+
+        The messages fully processed by ``now`` are a ``processed`` event (their
+        effects happened); the rest of what the application had been handed
+        (the message in progress for a per-message iterator, else the whole
+        batch that ``poll()`` returned) is ``records_abandoned``: handed out,
+        never processed. Whether that is a loss depends on whether the client
+        had committed it (the checkers decide).
+        """
+        for s in self.streams.values():
+            cur = s.current
+            if cur is None or now < cur.started_ms:
+                continue
+            c = cur.chunk
+            done, per = self._progress(cur, now)
+            if done > 0:
+                self._emit(
+                    EventKind.PROCESSED,
+                    member=self.name,
+                    topic=c.tp[0],
+                    partition=c.tp[1],
+                    offset_start=c.start,
+                    offset_end=c.start + done,
+                    thread_id=s.thread_id,
+                    t_emu_ms=cur.started_ms + done * per,
+                    duration_ms=done * per,
+                    member_id=self.member_id or None,
+                    reason="crash",
+                )
+            n = c.end - c.start
+            handed = min(n, done + 1) if per_message else n
+            if handed > done:
+                self._emit(
+                    EventKind.RECORDS_ABANDONED,
+                    member=self.name,
+                    topic=c.tp[0],
+                    partition=c.tp[1],
+                    offset_start=c.start + done,
+                    offset_end=c.start + handed,
+                    thread_id=s.thread_id,
+                    member_id=self.member_id or None,
+                    reason="crash",
+                )
+            s.current = None
 
     def on_idle(self) -> None:
         """The application loop has nothing in hand (modern consumers call poll())."""
@@ -136,9 +215,11 @@ class MemberShell:
             s.queue.extend(kept)
             cur = s.current
             if cut and cur is not None and cur.chunk.tp in stop:
+                # The iterator's current chunk is cleared: the message in hand
+                # is the last one the application gets.
                 n = cur.chunk.end - cur.chunk.start
-                per = (cur.done_ms - cur.started_ms) / n if n else 0.0
-                done = n if per <= 0 else min(n, int((now - cur.started_ms) // per) + 1)
+                done, per = self._progress(cur, now)
+                done = n if per <= 0 else min(n, done + 1)
                 cur.chunk.end = cur.chunk.start + done
                 cur.done_ms = cur.started_ms + done * per
 
@@ -239,13 +320,15 @@ class MemberShell:
                             self.high_water[c.tp] = c.end
                     free_at = cur.done_ms
                     s.current = None
+                if self.app_blocked():
+                    break  # the application waits on its client (commitSync)
                 if not s.queue:
                     if s.current is None:
                         self.on_idle()
                     break
                 chunk = s.queue.popleft()
-                self.on_batch_start(chunk.tp)
                 start_ms = max(free_at, self.not_before)
+                self.on_batch_start(chunk.tp, chunk.start, chunk.end)
                 s.current = InProgress(
                     chunk, start_ms, start_ms + (chunk.end - chunk.start) * cost_ms
                 )

@@ -73,6 +73,11 @@ class ModernMember(MemberShell):
         # value may be earlier than the machine's, never later.
         self._due: float | None = None
         self._due_known = False
+        # The application's commit pattern (``[group].manual_commit``), an
+        # emulator knob, and whether it waits in a commitSync now.
+        self.manual_commit = "none"
+        self._commit_wait = False
+        self._polled_at: float | None = None  # when the application last called poll()
 
     @property
     def member_id(self) -> str:  # type: ignore[override]
@@ -198,14 +203,50 @@ class ModernMember(MemberShell):
             self.apply(update(self._now(), partitions_per_topic))
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
-        """A poll batch is processed: progress to commit, and the app is back in poll()."""
-        self._due_known = False
-        self.machine.consumed(tp, end)
-        self.apply(self.machine.app_polled(self._now()) or [])
+        """A poll batch is processed: the application commits (if it does), then polls.
 
-    def on_batch_start(self, tp: TopicPartition) -> None:
-        """poll() returned a batch: the application is busy until it is done."""
-        self.apply(self.machine.app_processing(self._now()) or [])
+        With ``[group].manual_commit`` the application commits after each
+        batch; ``sync`` waits for the answer before it calls ``poll()`` again
+        (:meth:`app_blocked`), ``async`` does not.
+        """
+        self._due_known = False
+        if self.manual_commit != "none" and not self._auto_commit():
+            sync = self.manual_commit == "sync"
+            self.apply(self.machine.app_commit(self._now(), sync=sync))
+            if sync and self.machine.app_committing:
+                self._commit_wait = True
+                return
+        self._polled_at = self._now()
+        self.apply(self.machine.app_polled(self._polled_at) or [])
+
+    def _auto_commit(self) -> bool:
+        return bool(getattr(self.machine.config, "enable_auto_commit", True))
+
+    def app_blocked(self) -> bool:
+        """The application waits in ``commitSync``; once it returns, it calls ``poll()``."""
+        if not self._commit_wait:
+            return False
+        if self.machine.app_committing:
+            return True
+        self._commit_wait = False
+        self._due_known = False
+        self._polled_at = self._now()
+        self.apply(self.machine.app_polled(self._polled_at) or [])
+        return False
+
+    def on_batch_start(self, tp: TopicPartition, start: int, end: int) -> None:
+        """poll() returned a batch: the position moves past it; the application is busy.
+
+        Both clients move a partition's position when ``poll()`` hands the
+        records out (``FetchCollector``), so ``allConsumed()`` includes the
+        batch in hand from now on.
+        """
+        self._due_known = False
+        now = self._now()
+        if self._polled_at != now:  # poll() begins (unless it just returned here)
+            self.apply(self.machine.app_polled(now) or [])
+        self.machine.consumed(tp, end)
+        self.apply(self.machine.app_processing(now) or [])
 
     def on_idle(self) -> None:
         """Nothing in hand: the application sits in poll()."""

@@ -206,6 +206,14 @@ class ProtocolRun:
             note = "static membership does not exist in the 0.8 consumer: ignored"
             if note not in self.notes:
                 self.notes.append(note)
+        if sc.group.rebalance_listener != "none" and generation == "zookeeper":
+            note = "the 0.8.2 consumer has no rebalance listener: rebalance_listener ignored"
+            if note not in self.notes:
+                self.notes.append(note)
+        if sc.group.manual_commit == "async" and generation == "zookeeper":
+            note = "the 0.8 commitOffsets() is synchronous: manual_commit async runs as sync"
+            if note not in self.notes:
+                self.notes.append(note)
         if generation == "zookeeper":
             kafka: dict[str, object] = dict(sc.effective_kafka_config(generation))
             kafka["partition.assignment.strategy"] = assignor
@@ -237,6 +245,10 @@ class ProtocolRun:
             assignor=assignor,
             static_membership=sc.group.static_membership and generation != "zookeeper",
             processing_ms_per_message=sc.group.processing_ms_per_message,
+            manual_commit=sc.group.manual_commit,
+            rebalance_listener=(
+                "none" if generation == "zookeeper" else sc.group.rebalance_listener
+            ),
             validate_events=self.validate_events,
             storage_mode=self.storage.mode,
             events_url=self.storage.events_url(self.protocol),

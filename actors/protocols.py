@@ -88,6 +88,8 @@ def make_member_machine(
     assignor: str,
     static: bool,
     corr_start: int,
+    seed: int | None = None,
+    rebalance_listener: str = "none",
 ) -> Any:
     """A modern member state machine for ``protocol``."""
     props = _modern_props(kafka)
@@ -107,6 +109,7 @@ def make_member_machine(
             config=cfg,
             partitions_per_topic=partitions_per_topic,
             corr_start=corr_start,
+            rebalance_listener=rebalance_listener,
         )
     from emulator.modern.consumer_member import make_consumer_member
 
@@ -117,6 +120,8 @@ def make_member_machine(
         props=props,
         server_assignor=assignor,
         corr_start=corr_start,
+        seed=seed,
+        rebalance_listener=rebalance_listener,
     )
 
 

@@ -146,6 +146,10 @@ class EventKind(enum.StrEnum):
     PROCESSED = (
         "processed"  # topic, partition, offset range, member; duration_ms = the batch's time
     )
+    RECORDS_ABANDONED = (
+        "records_abandoned"  # topic, partition, offset range handed to the application and
+        # never processed (it crashed); reason = crash
+    )
     FAULT_INJECTED = "fault_injected"  # reason = fault kind; detail = JSON of its parameters
     FAULT_CLEARED = "fault_cleared"  # reason = fault kind: a timed fault ended (heal, wake)
     # broker-side coordination through ZooKeeper (A8)
@@ -190,6 +194,7 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.ATTEMPT_FINISHED: EventSpec(("attempt", "reason")),
     EventKind.FETCHING_STARTED: EventSpec(("topic", "partition", "offset_start")),
     EventKind.PROCESSED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
+    EventKind.RECORDS_ABANDONED: EventSpec(("topic", "partition", "offset_start", "offset_end")),
     EventKind.ACTION_APPLIED: EventSpec(("reason",)),
     EventKind.FAULT_INJECTED: EventSpec(("reason",)),
     EventKind.FAULT_CLEARED: EventSpec(("reason",)),

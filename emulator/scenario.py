@@ -44,6 +44,10 @@ Format, with every default::
     zk_latency_ms = 0.0          # legacy: each member's one-way ZooKeeper delay, drawn from
                                  # [0, zk_latency_ms] with the seed (an emulator knob)
     assignor = "..."             # override the protocol's assignor (client or server side)
+    manual_commit = "none"       # "none" | "sync" | "async": with auto-commit off, the
+                                 # application commits after each processed batch (a knob)
+    rebalance_listener = "none"  # "none" | "commit-on-revoke": onPartitionsRevoked commits
+                                 # (classic and consumer; the 0.8 consumer has no listener)
 
     [kafka]                      # any key of KAFKA_CONFIG_KEYS, with its Kafka type
     "rebalance.max.retries" = 4
@@ -738,6 +742,8 @@ class GroupSpec:
     static_membership: bool = False
     assignor: str | None = None
     zk_latency_ms: float = 0.0
+    manual_commit: str = "none"
+    rebalance_listener: str = "none"
 
     def zk_latency_of(self, member: str, seed: int) -> float:
         """One legacy member's one-way network delay to ZooKeeper, in emulated ms.
@@ -751,6 +757,15 @@ class GroupSpec:
             return 0.0
         return random.Random(f"{seed}/zk-latency/{member}").uniform(0.0, self.zk_latency_ms)
 
+
+MANUAL_COMMIT_MODES: Final = ("none", "sync", "async")
+"""``[group].manual_commit``: how the application commits when auto-commit is off."""
+
+REBALANCE_LISTENERS: Final = ("none", "commit-on-revoke")
+"""``[group].rebalance_listener``: the application's rebalance listener."""
+
+AUTO_COMMIT_KEYS: Final = ("auto.commit.enable", "enable.auto.commit")
+"""The auto-commit switch of the 0.8 consumer and of the Java consumer."""
 
 PLACEMENT_ROLES: Final = ("brokers", "producer", "consumer_hosts")
 """The kinds of Ray actor a ``[placement]`` table places."""
@@ -1121,6 +1136,8 @@ class Scenario:
                 "static_membership": self.group.static_membership,
                 "assignor": self.group.assignor,
                 "zk_latency_ms": self.group.zk_latency_ms,
+                "manual_commit": self.group.manual_commit,
+                "rebalance_listener": self.group.rebalance_listener,
             },
             "kafka": dict(sorted(self.kafka.items())),
             "placement": {r: self.placement.of(r) for r in PLACEMENT_ROLES},
@@ -1725,6 +1742,15 @@ class _Parser:
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
         kafka = self.kafka(self.table(doc, "kafka"))
+        if group.manual_commit != "none":
+            for key in AUTO_COMMIT_KEYS:
+                if kafka.get(key) is True:
+                    self.fail(
+                        "[group].manual_commit",
+                        f"[group].manual_commit = {json.dumps(group.manual_commit)} needs "
+                        f"auto-commit off, but [kafka].{json.dumps(key)} = true",
+                    )
+                kafka[key] = False  # the application commits: auto-commit off everywhere
         placement = self.placement(self.table(doc, "placement"))
         timeline = self.timeline(doc, duration_s, cluster, topic_names)
         scenario = Scenario(
@@ -1869,8 +1895,16 @@ class _Parser:
                 "static_membership",
                 "assignor",
                 "zk_latency_ms",
+                "manual_commit",
+                "rebalance_listener",
             ),
             _in_section("group"),
+        )
+        manual = self.choice(
+            table, "manual_commit", "[group].manual_commit", "none", MANUAL_COMMIT_MODES
+        )
+        listener = self.choice(
+            table, "rebalance_listener", "[group].rebalance_listener", "none", REBALANCE_LISTENERS
         )
         static = table.get("static_membership", False)
         if not isinstance(static, bool):
@@ -1915,6 +1949,8 @@ class _Parser:
                 "a number of milliseconds between 0 and 10000",
                 lambda x: 0 <= x <= 10000,
             ),
+            manual_commit=manual,
+            rebalance_listener=listener,
         )
 
     def kafka(self, table: dict[str, object]) -> dict[str, KafkaValue]:

@@ -553,7 +553,7 @@ class ZkClient:
     async def create_async(
         self,
         path: str,
-        value: bytes = b"",
+        value: bytes | None = b"",
         *,
         ephemeral: bool = False,
         sequence: bool = False,
@@ -603,14 +603,16 @@ class ZkClient:
     async def create_persistent_recursive(
         self, path: str, tally: ZkOpCounter | None = None
     ) -> None:
-        """ZkClient ``createPersistent(path, createParents = true)`` with empty data.
+        """ZkClient ``createPersistent(path, createParents = true)`` with null data.
 
-        Tries ``create(path)``; on NoNode creates the parent the same way and
-        tries again; NodeExists counts as done. Every attempt is one write, as
-        on the wire.
+        ZkClient's ``create(path, null, PERSISTENT)`` sends no data at all (jute
+        writes a -1 length; a read gives null, the stat's ``dataLength`` 0),
+        not an empty array. Tries ``create(path)``; on NoNode creates the parent
+        the same way and tries again; NodeExists counts as done. Every attempt
+        is one write, as on the wire.
         """
         try:
-            await self.create_async(path, b"", tally=tally)
+            await self.create_async(path, None, tally=tally)
         except NodeExistsError:
             return
         except NoNodeError:

@@ -30,8 +30,9 @@ ReleaseOwnership             one delete per partition (``deletePath``: NoNode ig
 CommitOffsets                per offset ``updatePersistentPath``: set; on NoNode create the
                              parents and the node; on NodeExists set again
 FetchOffsets                 one read per partition (``readDataMaybeNull``; NoNode -> None)
-ClaimOwnership               one ephemeral create per partition, all issued at once, every one
-                             tried; on NodeExists read the node back
+ClaimOwnership               one ephemeral create per partition, one after another in the
+                             decision's order (a round trip each, as the synchronous
+                             ZkClient does), every one tried; on NodeExists read the node back
                              (``createEphemeralPathExpectConflict``); each created node's
                              czxid is returned (``ClaimResult.zxids``)
 WatchBrokers                 ``subscribeChildChanges(/brokers/ids)``: exists + getChildren
@@ -65,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -162,6 +164,8 @@ class LegacyZkDriver:
         retry_deadline_s: bound on waiting for a reconnect inside one operation
             (``None``: forever, as ZkClient).
         sleep: the back-off sleep (injected for tests).
+        wall_ms: the wall clock in epoch ms for the registration's
+            ``timestamp`` (injected for tests).
     """
 
     def __init__(
@@ -178,8 +182,10 @@ class LegacyZkDriver:
         zk_bug_max_retries: int = 10,
         retry_deadline_s: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.client = client
+        self.wall_ms = wall_ms
         self.group = group
         self.consumer_id = consumer_id
         self.session_timeout_s = float(session_timeout_s)
@@ -262,7 +268,8 @@ class LegacyZkDriver:
     async def _register(self, req: RegisterConsumer, tally: ZkOpCounter) -> None:
         """``registerConsumerInZK`` via ``createEphemeralPathExpectConflictHandleZKBug``."""
         path = consumer_id_path(self.group, self.consumer_id)
-        data = encode_consumer_registration(req.subscription, req.timestamp_ms)
+        # "timestamp" -> SystemTime.milliseconds at each registration (wall clock).
+        data = encode_consumer_registration(req.subscription, self.wall_ms())
         try:
             await self.zk.create_ephemeral_path_expect_conflict_handle_zk_bug(
                 path,
@@ -361,36 +368,34 @@ class LegacyZkDriver:
         return dict(zip(req.partitions, values, strict=True))
 
     async def _claim_ownership(self, req: ClaimOwnership, tally: ZkOpCounter) -> ClaimResult:
-        """``reflectPartitionOwnershipDecision``: every create, concurrently."""
-        items = list(req.decision.items())
+        """``reflectPartitionOwnershipDecision``: one create after another.
 
-        async def claim(tp: TopicPartition, thread: str) -> int:
-            path = owner_path(self.group, tp[0], tp[1])
-            return await self.zk.create_ephemeral_path_expect_conflict(
-                path, encode_owner(thread), tally
-            )
-
-        outcomes = await asyncio.gather(
-            *(claim(tp, thread) for tp, thread in items), return_exceptions=True
-        )
+        K@0.8.2.2 ``ZookeeperConsumerConnector.scala`` 769-797 maps over the
+        decision with a synchronous ``createEphemeralPathExpectConflict`` per
+        partition (one round trip each): a NodeExists is recorded and the next
+        create still runs; any other exception propagates at once, leaving the
+        nodes created so far (no roll-back).
+        """
         created: list[TopicPartition] = []
         conflicts: dict[TopicPartition, str | None] = {}
         zxids: dict[TopicPartition, int] = {}
-        error: BaseException | None = None
-        for (tp, _), outcome in zip(items, outcomes, strict=True):
-            if isinstance(outcome, int):  # the owner node's czxid
-                created.append(tp)
-                zxids[tp] = outcome
-            elif isinstance(outcome, EphemeralConflict):
-                conflicts[tp] = None if outcome.stored is None else decode_owner(outcome.stored)
-            elif isinstance(outcome, asyncio.CancelledError):
-                raise outcome
-            elif error is None:
-                error = outcome
-        result = ClaimResult(created=tuple(created), conflicts=conflicts, zxids=zxids)
-        if error is not None:
-            raise _Failed(result, type(error).__name__)
-        return result
+        for tp, thread in req.decision.items():
+            path = owner_path(self.group, tp[0], tp[1])
+            try:
+                zxid = await self.zk.create_ephemeral_path_expect_conflict(
+                    path, encode_owner(thread), tally
+                )
+            except EphemeralConflict as conflict:
+                conflicts[tp] = None if conflict.stored is None else decode_owner(conflict.stored)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                partial = ClaimResult(created=tuple(created), conflicts=conflicts, zxids=zxids)
+                raise _Failed(partial, type(exc).__name__) from exc
+            created.append(tp)  # the owner node's czxid
+            zxids[tp] = zxid
+        return ClaimResult(created=tuple(created), conflicts=conflicts, zxids=zxids)
 
     async def _watch_brokers(self, req: WatchBrokers, tally: ZkOpCounter) -> None:
         """``zkClient.subscribeChildChanges(BrokerIdsPath, loadBalancerListener)``."""

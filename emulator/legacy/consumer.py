@@ -28,14 +28,20 @@ What it reproduces, step by step:
   fetchers, re-registers at once (outside ``rebalanceLock``, so a rebalance
   in flight finds its ids znode again), then rebalances under the lock. This
   is the zombie window.
-* **Commits.** Only offsets that changed since the last checkpoint are
-  written (``checkpointedZkOffsets``); auto-commit runs at a fixed period of
-  ``auto.commit.interval.ms`` beside the rebalances.
-
-Emulator choice (not Kafka): the data path reports a partition's consumed
-offset when a batch has been processed. Kafka 0.8 advances it per message as
-the iterator hands the message out, a one-message window the emulator does
-not model; the emulator errs towards duplicates, never loss.
+* **Commits.** ``commitOffsets`` writes the consumed offset of every
+  partition in the registry that changed since the last checkpoint
+  (``checkpointedZkOffsets``): in ``closeFetchers`` during a rebalance, at
+  ``shutdown()`` and from the auto-commit thread, scheduled at a fixed period
+  of ``auto.commit.interval.ms`` (60 s) beside the rebalances, all only with
+  ``auto.commit.enable``; without it only the application commits
+  (:meth:`LegacyConsumer.app_commit`).
+* **Positions.** The consumed offset is the iterator's: ``ConsumerIterator.next()``
+  moves it to ``offset + 1`` as it hands a message to the application, before
+  the application processes it (K@0.8.2.2 ``ConsumerIterator.scala`` 46-54).
+  The data path reports it (:meth:`LegacyConsumer.consumed`) before every
+  call into the machine, so a commit includes the message in hand: the
+  rebalance commit after ``closeFetchers`` is exactly where the next owner
+  starts, and a crash after a commit loses the message that was in hand.
 """
 
 from __future__ import annotations
@@ -167,7 +173,9 @@ class LegacyConsumer:
         # zkclient's event thread running handleNewSession's registration,
         # which Kafka does outside rebalanceLock.
         self._session = _Channel("session")
-        self._channels = (self._lock, self._autocommit, self._shutdown, self._session)
+        # The application thread's own commitOffsets() (auto-commit off).
+        self._app = _Channel("app")
+        self._channels = (self._lock, self._autocommit, self._shutdown, self._session, self._app)
         self._next_autocommit: float | None = None
         self._attempt_reads = 0
         self._attempt_writes = 0
@@ -232,14 +240,35 @@ class LegacyConsumer:
         return out
 
     def consumed(self, tp: TopicPartition, next_offset: int) -> None:
-        """The data path processed a batch of ``tp`` up to ``next_offset`` (exclusive).
+        """The iterator handed out ``tp`` up to ``next_offset`` (exclusive).
 
-        Progress on a partition that is no longer in the registry (a batch
-        that finished after a rebalance took the partition away) is not
-        committed, as in Kafka where it updates a dropped ``PartitionTopicInfo``.
+        ``PartitionTopicInfo.resetConsumeOffset`` as ``ConsumerIterator.next()``
+        returns a message. Progress on a partition that is no longer in the
+        registry (a message handed out after a rebalance took the partition
+        away) is not committed, as in Kafka where it updates a dropped
+        ``PartitionTopicInfo``.
         """
         if tp in self.owned:
             self._consumed[tp] = next_offset
+
+    @property
+    def app_committing(self) -> bool:
+        """Whether the application's ``commitOffsets()`` is still running."""
+        return self._app.proc is not None
+
+    def app_commit(self, now: float) -> list[Output]:
+        """The application calls ``commitOffsets()`` (its pattern with auto-commit off).
+
+        Writes the consumed offsets that changed, as the rebalance and the
+        auto-committer do; the call is synchronous (ZooKeeper writes), so the
+        application waits (:attr:`app_committing`). A call while one runs is
+        dropped (the application thread cannot make two at once).
+        """
+        self._now = now
+        if self._app.proc is not None or self._shutting_down:
+            return []
+        self._app.proc = self._commit_proc("manual")
+        return self._advance(self._app, None)
 
     def complete(self, now: float, rid: int, result: IoResult) -> list[Output]:
         """The driver's answer to request ``rid``."""
@@ -302,7 +331,7 @@ class LegacyConsumer:
         self._shutting_down = True
         self.state = ConsumerState.SHUTTING_DOWN
         self._next_autocommit = None
-        for ch in (self._lock, self._autocommit, self._session):
+        for ch in (self._lock, self._autocommit, self._session, self._app):
             if ch.proc is not None:
                 ch.proc.close()
             ch.proc, ch.waiting_rid, ch.sleep_until = None, None, None
@@ -404,7 +433,7 @@ class LegacyConsumer:
 
     def _register_and_rebalance(self, reason: str) -> Proc:
         self.state = ConsumerState.REGISTERING
-        res = yield RegisterConsumer(self._next_rid(), self.subscription, int(self._now))
+        res = yield RegisterConsumer(self._next_rid(), self.subscription)
         assert res is not None
         if res.error is not None:
             # Kafka lets the exception escape (createMessageStreams or the
@@ -420,7 +449,7 @@ class LegacyConsumer:
         """``handleNewSession`` after ``resetState``: register, then queue ``syncedRebalance``."""
         if self._lock.proc is None:
             self.state = ConsumerState.REGISTERING
-        res = yield RegisterConsumer(self._next_rid(), self.subscription, int(self._now))
+        res = yield RegisterConsumer(self._next_rid(), self.subscription)
         assert res is not None
         if res.error is not None:
             # The exception escapes to zkclient; no syncedRebalance follows.

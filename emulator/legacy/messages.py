@@ -37,11 +37,12 @@ class RegisterConsumer(Request):
 
     Kafka: ``registerConsumerInZK`` through ``createEphemeralPathExpectConflictHandleZKBug``
     with a back-off of ``zookeeper.session.timeout.ms`` while a node of an older
-    session is still there. Result value: ``None``.
+    session is still there. The payload's ``timestamp`` is the wall clock
+    (``SystemTime.milliseconds``) when the driver writes it, which the
+    machine does not know. Result value: ``None``.
     """
 
     subscription: Mapping[str, int]
-    timestamp_ms: int
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,13 @@ request the network loses or a broker that dies is noticed by the
 
 Emulator choices (not Kafka):
 
-* The data path reports progress with :meth:`consumed` when a batch has been
-  processed; positions are those processed offsets, so commits err towards
-  duplicates, never loss. ``auto.offset.reset`` is the host's: a partition
-  without a committed offset starts at ``None``.
+* ``auto.offset.reset`` is the host's: a partition without a committed
+  offset starts at ``None``.
+* The application patterns are knobs: ``rebalance_listener`` (``none`` or
+  ``commit-on-revoke``: ``onPartitionsRevoked`` commits the revoked
+  partitions' positions; the revocation does not wait for that commit's
+  answer, which the coordinator handles before the JoinGroup sent after it)
+  and the host's ``manual_commit`` (:meth:`ClassicMember.app_commit`).
 * The auto-commit before a rebalance and at close is bounded as in Kafka
   (rebalance timeout, ``close()``'s 30 s) but retried after a fixed
   ``retry.backoff.ms`` (Kafka 3.7+ backs off exponentially).
@@ -266,9 +269,14 @@ class ClassicMember:
         assignors: Sequence[ClientAssignor] | None = None,
         validate_cooperative: CooperativeValidator | None = None,
         corr_start: int = 0,
+        rebalance_listener: str = "none",
     ) -> None:
         if not topics:
             raise ValueError("a member subscribes to at least one topic")
+        if rebalance_listener not in ("none", "commit-on-revoke"):
+            raise ValueError("rebalance_listener must be 'none' or 'commit-on-revoke'")
+        self.rebalance_listener = rebalance_listener
+        self._app_commit: _Commit | None = None
         self.member = member
         self.group = group
         self.topics = tuple(sorted(set(topics)))
@@ -443,13 +451,38 @@ class ClassicMember:
         return self._run()
 
     def consumed(self, tp: TopicPartition, next_offset: int) -> None:
-        """The application processed ``tp`` up to ``next_offset`` (exclusive).
+        """``poll()`` returned records of ``tp`` up to ``next_offset`` (exclusive).
 
-        Progress on a partition the member no longer owns is dropped, as
-        Kafka drops the position of an unassigned partition.
+        The position moves when ``poll()`` hands the records out
+        (``FetchCollector``), before the application processes them; every
+        commit here runs inside ``poll()`` (the application thread), when the
+        batch it returned last has been processed. Progress on a partition
+        the member no longer owns is dropped, as Kafka drops the position of
+        an unassigned partition.
         """
         if tp in self.owned:
             self.positions[tp] = next_offset
+
+    @property
+    def app_committing(self) -> bool:
+        """Whether the application's own ``commitSync`` waits for its answer."""
+        c = self._app_commit
+        return c is not None and c.outcome is None
+
+    def app_commit(self, now: float, *, sync: bool) -> list[MemberOutput]:
+        """The application commits ``allConsumed()`` (``commitSync`` / ``commitAsync``).
+
+        An emulator knob (``[group].manual_commit``) naming the usual pattern
+        with ``enable.auto.commit=false``: commit after each processed batch.
+        Outside a stable generation the commit fails at once
+        (``RebalanceInProgressException`` / ``CommitFailedException``), which
+        the application logs. With ``sync`` it waits (:attr:`app_committing`).
+        """
+        self._now = now
+        commit = self._commit_async(self._all_consumed(), "manual")
+        if sync:
+            self._app_commit = commit
+        return self._run()
 
     def update_metadata(
         self, now: float, partitions_per_topic: Mapping[str, int]
@@ -900,6 +933,7 @@ class ClassicMember:
                 protocol_type=PROTOCOL_TYPE,
                 protocols=self._join_protocols(),
                 reason=self._rejoin_reason or None,
+                client_id=self.config.client_id,
             ),
             "join",
             timeout_ms=timeout,
@@ -1160,13 +1194,14 @@ class ClassicMember:
         for tp in list(self.positions):
             if tp not in assigned:
                 del self.positions[tp]
+        # invokePartitionsAssigned runs after every join, with nothing added too.
+        ordered = sorted(added)
+        self._emit(
+            EventKind.PARTITIONS_ASSIGNED,
+            count=len(ordered),
+            partitions=format_partitions(ordered),
+        )
         if added:
-            ordered = sorted(added)
-            self._emit(
-                EventKind.PARTITIONS_ASSIGNED,
-                count=len(ordered),
-                partitions=format_partitions(ordered),
-            )
             for t, part in ordered:
                 self._emit(EventKind.OWNERSHIP_CLAIMED, topic=t, partition=part)
             self._initializing |= added
@@ -1177,6 +1212,11 @@ class ClassicMember:
         gone = sorted(set(partitions) & self.owned)
         if not gone:
             return
+        if not lost and self.rebalance_listener == "commit-on-revoke":
+            # onPartitionsRevoked: the application commits what it consumed.
+            mine = {tp: off for tp, off in self._all_consumed().items() if tp in set(gone)}
+            if mine:
+                self._commit_async(mine, "revoke_callback")
         self._stop_fetching(gone)
         kind = EventKind.PARTITIONS_LOST if lost else EventKind.PARTITIONS_REVOKED
         self._emit(kind, count=len(gone), partitions=format_partitions(gone))

@@ -97,6 +97,8 @@ FATAL_HEARTBEAT_ERRORS = frozenset(
 )
 COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
+REBALANCE_LISTENERS = ("none", "commit-on-revoke")
+"""The application's rebalance listener, an emulator knob (``[group].rebalance_listener``)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,13 @@ class Kip848ConsumerConfig:
         retry_backoff_max_ms: ``retry.backoff.max.ms`` (1000).
         request_timeout_ms: ``request.timeout.ms`` (30000): how long a request
             waits for its answer before the client gives up on the connection.
+        commit_on_poll: the client is Kafka 4.0 or later (``kafka.version``),
+            where KAFKA-18641 moved the interval auto-commit and, with
+            auto-commit on, the start of a reconciliation to the
+            application's ``poll()`` (``ApplicationEventProcessor`` on the
+            ``PollEvent``, before ``poll()`` moves any position). Before 4.0 the
+            background thread auto-committed ``allConsumed()`` whenever the
+            interval ran out, records handed out but not processed included.
     """
 
     group_instance_id: str | None = None
@@ -130,6 +139,7 @@ class Kip848ConsumerConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     request_timeout_ms: int = 30000
+    commit_on_poll: bool = False
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, object]) -> Kip848ConsumerConfig:
@@ -177,10 +187,19 @@ class Kip848ConsumerConfig:
             retry_backoff_ms=get_int("retry.backoff.ms", 100),
             retry_backoff_max_ms=get_int("retry.backoff.max.ms", 1000),
             request_timeout_ms=get_int("request.timeout.ms", 30000),
+            commit_on_poll=_version_at_least(props.get("kafka.version"), 4, 0),
         )
         if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
             raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
         return cfg
+
+
+def _version_at_least(version: object, *release: int) -> bool:
+    """Whether a ``kafka.version`` property names ``release`` or later (default 3.9)."""
+    from emulator.modern.config import DEFAULT_KAFKA_VERSION, parse_kafka_version
+
+    text = DEFAULT_KAFKA_VERSION if version is None else str(version)
+    return parse_kafka_version(text)[: len(release)] >= release
 
 
 class MemberState(enum.StrEnum):
@@ -314,7 +333,7 @@ class _Reconciliation:
     target: LocalAssignment
     added: frozenset[TopicPartition]
     revoked: frozenset[TopicPartition]
-    step: str  # "commit" | "fetch"
+    step: str  # "commit" | "callback" | "revoke" | "fetch"
     deadline: float
     awaiting: int | None = None
     retry_at: float | None = None
@@ -340,6 +359,11 @@ class ConsumerMember:
         config: the consumer settings.
         rng: the seeded generator for retry jitter.
         corr_start: the correlation id before this member's first request.
+        rebalance_listener: the application's ``ConsumerRebalanceListener``:
+            ``none`` (the revocation does not wait for the application) or
+            ``commit-on-revoke`` (``onPartitionsRevoked`` runs on the
+            application thread inside ``poll()`` and commits synchronously).
+            An emulator knob naming an application pattern.
     """
 
     def __init__(
@@ -351,7 +375,11 @@ class ConsumerMember:
         config: Kip848ConsumerConfig,
         rng: random.Random,
         corr_start: int = 0,
+        rebalance_listener: str = "none",
     ) -> None:
+        if rebalance_listener not in REBALANCE_LISTENERS:
+            raise ValueError(f"rebalance_listener must be one of {REBALANCE_LISTENERS}")
+        self.rebalance_listener = rebalance_listener
         self.member = member
         self.group = group
         self.topics = tuple(sorted(set(topics)))
@@ -398,6 +426,10 @@ class ConsumerMember:
         self._closing = False
         self._close_commit: int | None = None
         self._started = False
+        # The application thread: processing a batch poll() returned, or in poll().
+        self._app_busy = False
+        # A commitSync of the application's own (manual commit) in flight.
+        self._app_commit: int | None = None
 
     # ------------------------------------------------------------------ inputs
 
@@ -483,8 +515,13 @@ class ConsumerMember:
         return None if best == math.inf else best
 
     def app_polled(self, now: float) -> list[Output]:
-        """The application called ``poll()``: reset the poll timer; a STALE member rejoins."""
+        """The application called ``poll()``: reset the poll timer; a STALE member rejoins.
+
+        A revocation waiting for the application's rebalance listener runs now
+        (``processBackgroundEvents`` inside ``poll()``).
+        """
         self._now = now
+        self._app_busy = False
         self._poll_deadline = now + self.config.max_poll_interval_ms
         self._poll_timer_expired = False
         out: list[Output] = []
@@ -508,6 +545,8 @@ class ConsumerMember:
         self._now = now
         self._poll_deadline = now + self.config.max_poll_interval_ms
         self._poll_timer_expired = False
+        if self._app_busy:
+            return self.app_polled(now)
         if self.state is MemberState.STALE and not self.closed:
             self._transition_to_joining()
             return self._pump()
@@ -519,18 +558,51 @@ class ConsumerMember:
         The poll timer runs from this call. Nothing else waits for the
         application: without a rebalance listener the new consumer reconciles,
         commits and heartbeats on its background thread (unlike the classic
-        consumer, whose rebalance happens inside ``poll()``).
+        consumer, whose rebalance happens inside ``poll()``). The host calls
+        :meth:`app_polled` first (``poll()`` began: its ``PollEvent``), then
+        :meth:`consumed` (the positions move), then this.
         """
-        return self.app_polled(now)
+        self._now = now
+        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._poll_timer_expired = False
+        self._app_busy = True
+        return []
 
     def consumed(self, tp: TopicPartition, next_offset: int) -> None:
-        """The application processed ``tp`` up to ``next_offset`` (exclusive).
+        """``poll()`` returned records of ``tp`` up to ``next_offset`` (exclusive).
 
-        Progress on a partition the member no longer owns is dropped, as the
-        new consumer drops the position of a revoked partition.
+        The position (``SubscriptionState``) moves when ``poll()`` hands the
+        records to the application, before it processes them, so
+        ``allConsumed()`` and every commit of it include the batch in hand
+        (K@4.0 ``FetchCollector``). Positions of a partition the member no
+        longer owns are dropped, as the new consumer drops a revoked one.
         """
         if tp in self.owned:
             self._consumed[tp] = next_offset
+
+    @property
+    def app_committing(self) -> bool:
+        """Whether the application's own ``commitSync`` is still in flight."""
+        return self._app_commit is not None and self._app_commit in self._commits
+
+    def app_commit(self, now: float, *, sync: bool) -> list[Output]:
+        """The application commits ``allConsumed()`` itself (``commitSync``/``commitAsync``).
+
+        An emulator knob (``[group].manual_commit``) naming the usual pattern
+        with ``enable.auto.commit=false``: commit after each processed batch.
+        With ``sync`` the application waits for the answer
+        (:attr:`app_committing`). A member outside the group (epoch <= 0)
+        has nothing it may commit.
+        """
+        self._now = now
+        out: list[Output] = []
+        offsets = self._offsets_to_commit()
+        if offsets and self.member_epoch > 0 and not self._closing and not self.closed:
+            corr = self._send_commit("manual", offsets, out)
+            if sync:
+                self._app_commit = corr
+        out.extend(self._pump())
+        return out
 
     def close(self, now: float) -> list[Output]:
         """``close()``: commit, revoke everything, leave (-1; -2 for a static member)."""
@@ -653,6 +725,14 @@ class ConsumerMember:
         if recon is not None and recon.retry_at is not None and now >= recon.retry_at:
             recon.retry_at = None
             out.extend(self._reconcile_step())
+        elif (
+            recon is not None
+            and recon.step == "callback"
+            and recon.awaiting is None
+            and recon.retry_at is None
+            and not self._app_busy
+        ):
+            out.extend(self._reconcile_step())  # the listener's turn came (poll())
         out.extend(self._heartbeat_poll())
         if (
             self._auto_commit_at is not None
@@ -970,6 +1050,10 @@ class ConsumerMember:
             return out
         if self._recon is not None:
             return out
+        if self.config.commit_on_poll and self.config.enable_auto_commit and self._app_busy:
+            # 4.0+: with auto-commit on, reconciling waits for the application's
+            # poll() ("if (autoCommitEnabled && !canCommit) return").
+            return out
         target = self._target
         if not self._current.is_none and target.partitions == self._current.partitions:
             self._current = target
@@ -1025,6 +1109,21 @@ class ConsumerMember:
             if self.config.enable_auto_commit and offsets and recon.awaiting is None:
                 recon.awaiting = self._send_commit("reconcile", offsets, out)
                 return out
+            recon.step = "callback"
+        if recon.step == "callback":
+            if recon.revoked & self.owned and self.rebalance_listener != "none":
+                # The listener runs on the application thread inside poll():
+                # the revocation waits until the application is back there.
+                if self._app_busy:
+                    return out
+                if self.rebalance_listener == "commit-on-revoke" and recon.awaiting is None:
+                    mine = recon.revoked & self.owned
+                    offsets = {
+                        tp: off for tp, off in self._offsets_to_commit().items() if tp in mine
+                    }
+                    if offsets and self.member_epoch > 0:
+                        recon.awaiting = self._send_commit("revoke_callback", offsets, out)
+                        return out
             recon.step = "revoke"
         if recon.step == "revoke":
             if recon.revoked:
@@ -1104,14 +1203,17 @@ class ConsumerMember:
                     self._consumed[tp] = off
                     self._committed[tp] = off
             out.append(StartFetching(positions))
-            out.append(
-                self._emit(
-                    EventKind.PARTITIONS_ASSIGNED,
-                    count=len(added),
-                    partitions=format_partitions(added),
-                    generation=self.member_epoch,
-                )
+        # onPartitionsAssigned is invoked after every reconciliation, with
+        # nothing added too (ConsumerMembershipManager.revokeAndAssign).
+        out.append(
+            self._emit(
+                EventKind.PARTITIONS_ASSIGNED,
+                count=len(added),
+                partitions=format_partitions(added),
+                generation=self.member_epoch,
             )
+        )
+        if added:
             for t, p in sorted(added):
                 out.append(
                     self._emit(
@@ -1154,6 +1256,8 @@ class ConsumerMember:
             and self.state in (MemberState.STABLE, MemberState.ACKNOWLEDGING)
             and self._recon is None
             and not any(c.reason == "auto" for c in self._commits.values())
+            # 4.0+: only on the application's poll() (KAFKA-18641).
+            and not (self.config.commit_on_poll and self._app_busy)
         )
 
     def _auto_commit(self) -> list[Output]:
@@ -1213,6 +1317,14 @@ class ConsumerMember:
             recon.awaiting = None
             if error is not Errors.NONE and self._retry_reconcile_commit(error, recon):
                 return out
+            if error is not Errors.NONE:
+                out.append(self._commit_failed(error, commit))
+            recon.step = "callback"
+            out.extend(self._reconcile_step())
+        elif commit.reason == "revoke_callback" and recon is not None and recon.awaiting == corr:
+            # The listener's commitSync returned (or threw, which the
+            # application's listener logs): the revocation goes on.
+            recon.awaiting = None
             if error is not Errors.NONE:
                 out.append(self._commit_failed(error, commit))
             recon.step = "revoke"
@@ -1326,6 +1438,8 @@ def make_consumer_member(
     props: Mapping[str, object],
     server_assignor: str | None = None,
     corr_start: int = 0,
+    seed: int | None = None,
+    rebalance_listener: str = "none",
 ) -> ConsumerMember:
     """A KIP-848 member from Kafka consumer properties (for the actors).
 
@@ -1337,9 +1451,11 @@ def make_consumer_member(
             to ``group.protocol=consumer`` (``session.timeout.ms`` ...) are ignored.
         server_assignor: ``group.remote.assignor`` unless ``props`` sets it.
         corr_start: the correlation id before the member's first request.
+        seed: the scenario's seed (the retry jitter is drawn from it).
+        rebalance_listener: see :class:`ConsumerMember`.
 
     Returns:
-        The member, with a generator seeded from ``group`` and ``name``.
+        The member, with a generator seeded from ``seed``, ``group`` and ``name``.
 
     Raises:
         ValueError: a property of the wrong type or range.
@@ -1352,6 +1468,7 @@ def make_consumer_member(
         group=group,
         topics=topics,
         config=Kip848ConsumerConfig.from_kafka(merged),
-        rng=random.Random(f"{group}/{name}"),
+        rng=random.Random(f"{seed}/{group}/{name}" if seed is not None else f"{group}/{name}"),
         corr_start=corr_start,
+        rebalance_listener=rebalance_listener,
     )

@@ -110,6 +110,8 @@ class JoinGroupRequest(GroupRequest):
     protocol_type: str = "consumer"
     protocols: tuple[tuple[str, Subscription], ...] = ()
     reason: str | None = None
+    # The RPC header's client.id (the coordinator prefixes a new member id with it).
+    client_id: str | None = None
 
 
 @dataclass(frozen=True)

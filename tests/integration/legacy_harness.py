@@ -332,6 +332,7 @@ class LegacyHarness:
             SESSION_S,
             on_watch=lambda source, ev: self._on_watch(name, source, ev),
             retry_deadline_s=10.0,
+            wall_ms=lambda: int(self.clock.now_ms()),  # the harness's clock is the wall
         )
         machine = LegacyConsumer(
             member=name, consumer_id=cid, group=self.group, subscription=sub, config=self.config

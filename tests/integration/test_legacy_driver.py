@@ -98,11 +98,11 @@ class Harness:
             cid,
             SESSION_S,
             on_watch=lambda source, ev: member.watch_events.append((source, ev)),
-            **driver_kwargs,
+            **{"wall_ms": lambda: TS + index, **driver_kwargs},
         )
         if register:
             res = await member.driver.execute(
-                RegisterConsumer(self.rid(), dict(subscription or {"t": 1}), TS + index)
+                RegisterConsumer(self.rid(), dict(subscription or {"t": 1}))
             )
             assert res.error is None, res
         return member
@@ -149,7 +149,7 @@ async def until(predicate: Callable[[], object], timeout: float = 10.0, what: st
 def test_register_then_read_back(zk_connect: str) -> None:
     async def scenario(h: Harness) -> None:
         m = await h.member(0, register=False)
-        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 2}, TS))
+        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 2}))
         assert res.error is None and res.value is None
         # Fresh chroot: create (NoNode), createPersistent /consumers/g/ids (NoNode),
         # /consumers/g (NoNode), /consumers, /consumers/g, /consumers/g/ids, create again = 7
@@ -186,7 +186,7 @@ def test_register_backs_off_while_a_stale_node_exists(zk_connect: str) -> None:
         path = L.consumer_id_path(GROUP, m.cid)
         await stale.create_persistent_recursive(L.consumer_ids_path(GROUP))
         await stale.create_async(path, b"registration of an older session", ephemeral=True)
-        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}, TS))
+        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}))
         assert res.error is None, res
         assert sleeps == [SESSION_S]  # back-off = zookeeper.session.timeout.ms
         data, stat = await m.client.get_async(path)
@@ -210,7 +210,7 @@ def test_register_gives_up_after_bounded_backoffs(zk_connect: str) -> None:
         m = await h.member(0, register=False, sleep=fake_sleep, zk_bug_max_retries=2)
         await other.create_persistent_recursive(L.consumer_ids_path(GROUP))
         await other.create_async(L.consumer_id_path(GROUP, m.cid), b"not mine", ephemeral=True)
-        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}, TS))
+        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}))
         assert res.error == "NodeExistsError"
         assert sleeps == [SESSION_S, SESSION_S]
         assert (res.reads, res.writes) == (6, 3)
@@ -227,7 +227,7 @@ def test_register_over_our_own_identical_node_is_success(zk_connect: str) -> Non
         data = L.encode_consumer_registration({"t": 1}, TS)
         await m.client.create_persistent_recursive(L.consumer_ids_path(GROUP))
         await m.client.create_async(path, data, ephemeral=True)
-        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}, TS))
+        res = await m.driver.execute(RegisterConsumer(h.rid(), {"t": 1}))
         assert res.error is None
         assert (res.reads, res.writes) == (1, 1)
 
@@ -502,7 +502,7 @@ def test_ids_watch_fires_on_change_and_after_real_session_expiry(zk_connect: str
         assert event.children == (b.cid,)  # a's own node went with its session
 
         # handleNewSession re-registers; the watch keeps working on the new session.
-        res = await a.driver.execute(RegisterConsumer(h.rid(), {"t": 1}, TS + 99))
+        res = await a.driver.execute(RegisterConsumer(h.rid(), {"t": 1}))
         assert res.error is None and res.reads == 0  # no second subscription
         await until(lambda: len(a.watch_events) == 3, what="watch on the new session")
         assert sorted(a.watch_events[2][1].children or ()) == sorted([a.cid, b.cid])

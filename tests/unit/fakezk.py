@@ -664,7 +664,7 @@ class World:
                 "version": 1,
                 "subscription": dict(req.subscription),
                 "pattern": "static",
-                "timestamp": str(req.timestamp_ms),
+                "timestamp": str(int(self.now)),
             }
             zk.create(f"{zk.ids_dir}/{m.consumer.consumer_id}", json.dumps(payload), sid)
             m.subscribed = True

@@ -207,11 +207,14 @@ def test_join_reconcile_then_acknowledge() -> None:
 def test_empty_assignment_is_reconciled_and_acknowledged() -> None:
     d = Driver()
     out = d.hb_response(only(d.found(), ConsumerGroupHeartbeatRequest), epoch=1, assignment=())
+    # onPartitionsAssigned runs with the empty set too.
     assert kinds(out) == [
         "rebalance_started",
+        "partitions_assigned",
         "rebalance_completed",
         "ConsumerGroupHeartbeatRequest",
     ]
+    assert emits(out, K.PARTITIONS_ASSIGNED)[0].fields["count"] == 0
     assert only(out, ConsumerGroupHeartbeatRequest).topic_partitions == ()
     assert state(d) is MemberState.STABLE
 
@@ -275,6 +278,7 @@ def test_revocation_commits_then_revokes_then_acknowledges() -> None:
         "offsets_committed",
         "partitions_revoked",
         "ownership_released",
+        "partitions_assigned",  # with nothing added
         "rebalance_completed",
         "ConsumerGroupHeartbeatRequest",
     ]
