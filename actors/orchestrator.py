@@ -36,6 +36,7 @@ from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
 from actors.spool import collect, current_node, spool_root_setting
+from emulator.delivery import DeliveryMode
 from emulator.eventlog import read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
 from emulator.scenario import RUN_PROTOCOLS, Scenario
@@ -256,6 +257,21 @@ class ProtocolRun:
             driver_node=self.storage.driver_node,
         )
 
+    def delivery_mode(self) -> DeliveryMode:
+        """This protocol's commit settings (:mod:`emulator.delivery`)."""
+        from actors.protocols import SPECS
+
+        sc = self.scenario
+        generation = SPECS[self.protocol].generation
+        key = "auto.commit.enable" if generation == "zookeeper" else "enable.auto.commit"
+        return DeliveryMode(
+            protocol=self.protocol,
+            auto_commit=bool(sc.kafka_config(key, generation)),
+            manual_commit=sc.group.manual_commit,
+            rebalance_listener="none" if generation == "zookeeper" else sc.group.rebalance_listener,
+            kafka_version=sc.kafka_version,
+        )
+
     def _create_topics(self, zk_hosts: str, chroot: str) -> dict[tuple[str, int], int]:
         """The admin and controller steps: topic znodes and initial partition states."""
         import asyncio
@@ -435,10 +451,19 @@ class ProtocolRun:
         log = ctx.writer("orchestrator", clock)
         self._log = log
         try:
+            delivery = self.delivery_mode()
             log.emit(
                 EventKind.RUN_STARTED,
                 detail=json.dumps(
-                    {"scenario": sc.name, "seed": sc.seed, "time_scale": sc.time_scale}
+                    {
+                        "scenario": sc.name,
+                        "seed": sc.seed,
+                        "time_scale": sc.time_scale,
+                        # What the checkers allow and the report explains.
+                        "commit_mode": delivery.key,
+                        "allows_loss": delivery.allows_loss,
+                        "guarantee": delivery.guarantee,
+                    }
                 ),
             )
             # Each broker reads its replicas and the leaders from ZooKeeper at start;

@@ -17,12 +17,22 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   where the clocks contradict it, :func:`protocol_order_inversions` says so.
 * ``double_processing``: a window in which two or more members were processing
   the same partition (``processed`` intervals ``[t_emu_ms - duration_ms,
-  t_emu_ms]``), exactly as :func:`emulator.summary.double_processing_windows`.
-* ``loss``: produced offsets never processed (a range per row).
+  t_emu_ms]``), exactly as :func:`emulator.summary.double_processing_windows`,
+  and at least two of them the same records.
+* ``ordering_overlap``: such a window in which the members processed
+  *different* records of the partition (no duplicate, but per-partition order
+  is broken: a revocation that does not wait for the application).
+* ``loss``: produced offsets never processed (a range per row); ``detail`` =
+  why: ``committed_before_processed`` (records a crashed member had been
+  handed, ``records_abandoned``, past which its client had committed),
+  ``unprocessed_at_end`` (after the last processed offset of the partition:
+  the run ended first, e.g. a stranded partition) or ``skipped``.
 * ``duplicate``: offsets processed more than once; one row per re-processing
   batch and the batch it repeated, ``count`` = offsets repeated, ``detail`` =
   why: ``zombie`` (one of the two was processed by a member that was not the
-  partition's current owner, or the two overlapped in time), ``uncommitted_after_revoke``
+  partition's current owner, or the two overlapped in time),
+  ``redelivered_after_crash`` (the earlier processor crashed before the repeat
+  without committing it), ``uncommitted_after_revoke``
   (the earlier processor lost the partition before the repeat: work it had
   not committed was done again), or ``other``.
 * ``commit_by_non_owner``: ``offsets_committed`` by a member that was not the
@@ -58,6 +68,7 @@ from emulator.events import EventKind as K
 
 DOUBLE_OWNERSHIP: Final = "double_ownership"
 DOUBLE_PROCESSING: Final = "double_processing"
+ORDERING_OVERLAP: Final = "ordering_overlap"
 LOSS: Final = "loss"
 DUPLICATE: Final = "duplicate"
 COMMIT_BY_NON_OWNER: Final = "commit_by_non_owner"
@@ -68,6 +79,7 @@ UNBALANCED_ASSIGNMENT: Final = "unbalanced_assignment"
 ANOMALY_KINDS: Final = (
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
+    ORDERING_OVERLAP,
     LOSS,
     DUPLICATE,
     COMMIT_BY_NON_OWNER,
@@ -79,7 +91,12 @@ ANOMALY_KINDS: Final = (
 # Why an offset was processed again (the ``detail`` of a duplicate row).
 WHY_UNCOMMITTED: Final = "uncommitted_after_revoke"
 WHY_ZOMBIE: Final = "zombie"
+WHY_CRASH: Final = "redelivered_after_crash"
 WHY_OTHER: Final = "other"
+# Why produced offsets were never processed (the ``detail`` of a loss row).
+LOSS_COMMITTED_BEFORE_PROCESSED: Final = "committed_before_processed"
+LOSS_AT_END: Final = "unprocessed_at_end"
+LOSS_SKIPPED: Final = "skipped"
 
 ANOMALY_SCHEMA: Final = StructType(
     [
@@ -172,12 +189,41 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = {
         }
     ),
 }
-"""The anomalies each protocol may show, as Kafka's verifiable_consumer and Jepsen list them.
+"""The anomalies each protocol may show with auto-commit, as Kafka's verifiable_consumer
+and Jepsen list them; :func:`allowed_kinds` adjusts them to a run's commit mode.
 
-Never allowed anywhere: ``loss`` (every protocol commits only processed work),
-and ``commit_by_non_owner`` for the modern protocols (the coordinator rejects
-a commit from a member outside the generation / member epoch).
+``ordering_overlap`` is allowed wherever ``double_processing`` is (a zombie
+processes beside the new owner), and where a revocation does not wait for the
+application (:func:`allowed_kinds`). ``loss`` only where the commit mode
+commits records before they are processed (:attr:`DeliveryMode.allows_loss`).
+``commit_by_non_owner`` is never allowed for the modern protocols (the
+coordinator rejects a commit from a member outside the generation / member
+epoch).
 """
+
+
+def allowed_kinds(
+    protocol: str, commit_mode: str = "auto", allows_loss: bool = False
+) -> frozenset[str]:
+    """The anomaly kinds ``protocol`` may show under ``commit_mode`` (:mod:`emulator.delivery`).
+
+    Args:
+        protocol: the run protocol.
+        commit_mode: :attr:`emulator.delivery.DeliveryMode.key` (``auto`` if unknown).
+        allows_loss: :attr:`emulator.delivery.DeliveryMode.allows_loss`.
+    """
+    kinds = set(ALLOWED.get(protocol, frozenset()))
+    if DOUBLE_PROCESSING in kinds:
+        kinds.add(ORDERING_OVERLAP)
+    if protocol == "zookeeper":
+        # closeFetchers: the new owner starts after the message still in hand.
+        kinds.add(ORDERING_OVERLAP)
+    if protocol == "consumer" and "listener" not in commit_mode:
+        # A reconciliation that does not wait for the application.
+        kinds.add(ORDERING_OVERLAP)
+    if allows_loss:
+        kinds.add(LOSS)
+    return frozenset(kinds)
 
 TP: Final = ["protocol", "topic", "partition"]
 GTP: Final = ["protocol", "group", "topic", "partition"]
@@ -710,7 +756,25 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
     )
     wins = busy_windows(b.select(*TP, "who", F.col("t0").alias("s"), F.col("t1").alias("e")), TP)
     j = wins.join(b, TP).where((F.col("t0") < F.col("w_end")) & (F.col("w_start") < F.col("t1")))
+    # Did two different members of the window process the same records?
+    k = [*TP, "w_start", "w_end"]
+    other = j.select(
+        *k, F.col("who").alias("who2"), F.col("os").alias("os2"), F.col("oe").alias("oe2")
+    )
+    shared = (
+        j.join(other, k)
+        .where(
+            (F.col("who") != F.col("who2"))
+            & (F.col("os") < F.col("oe2"))
+            & (F.col("os2") < F.col("oe"))
+        )
+        .select(*k)
+        .distinct()
+        .withColumn("_same", F.lit(True))
+    )
+    j = j.join(shared, k, "left")
     agg = j.groupBy(*TP, "w_start", "w_end").agg(
+        F.max(F.coalesce(F.col("_same"), F.lit(False))).alias("_same"),
         F.min("group").alias("group"),
         F.max(F.struct("t0", "member")).getField("member").alias("member"),
         F.min(F.struct("t0", "member")).getField("member").alias("other_member"),
@@ -719,13 +783,14 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
         F.max("oe").alias("offset_end"),
         F.concat_ws(",", F.array_sort(F.collect_set("member"))).alias("detail"),
     )
-    return _anomaly(
-        agg,
-        DOUBLE_PROCESSING,
-        t_start_ms=F.col("w_start"),
-        t_end_ms=F.col("w_end"),
-        detail=F.concat(F.lit("members="), F.col("detail")),
-    )
+    cols = {
+        "t_start_ms": F.col("w_start"),
+        "t_end_ms": F.col("w_end"),
+        "detail": F.concat(F.lit("members="), F.col("detail")),
+    }
+    same = _anomaly(agg.where(F.col("_same")), DOUBLE_PROCESSING, **cols)
+    order = _anomaly(agg.where(~F.col("_same")), ORDERING_OVERLAP, **cols)
+    return same.unionByName(order)
 
 
 def offset_coverage(events: DataFrame) -> DataFrame:
@@ -772,6 +837,35 @@ def check_loss(
     cov = coverage if coverage is not None else offset_coverage(events)
     iv = intervals if intervals is not None else ownership_intervals_all(events)
     lost = _islands(cov, TP, (F.col("prod") > 0) & (F.col("proc") == 0))
+    # Why: handed to a member that crashed (its client had committed past it),
+    # after the last processed offset (the run ended first), or skipped.
+    abandoned = events.where(F.col("kind") == K.RECORDS_ABANDONED.value).select(
+        *TP, F.col("offset_start").alias("_as"), F.col("offset_end").alias("_ae")
+    )
+    hit = (
+        lost.join(abandoned, TP)
+        .where((F.col("_as") < F.col("e")) & (F.col("s") < F.col("_ae")))
+        .select(*TP, "s")
+        .distinct()
+        .withColumn("_abandoned", F.lit(True))
+    )
+    last = (
+        events.where(F.col("kind") == K.PROCESSED.value)
+        .groupBy(*TP)
+        .agg(F.max("offset_end").alias("_last"))
+    )
+    lost = (
+        lost.join(hit, [*TP, "s"], "left")
+        .join(last, TP, "left")
+        .withColumn(
+            "_why",
+            F.when(F.col("_abandoned"), F.lit(LOSS_COMMITTED_BEFORE_PROCESSED))
+            .when(
+                F.col("_last").isNull() | (F.col("s") >= F.col("_last")), F.lit(LOSS_AT_END)
+            )
+            .otherwise(F.lit(LOSS_SKIPPED)),
+        )
+    )
     owners = iv.groupBy(*TP).agg(F.min("group").alias("_g"))
     lost = (
         lost.join(owners, TP, "left")
@@ -788,6 +882,7 @@ def check_loss(
         offset_start=F.col("s"),
         offset_end=F.col("e"),
         count=F.col("e") - F.col("s"),
+        detail=F.col("_why"),
     )
 
 
@@ -863,9 +958,22 @@ def check_duplicates(
         )
     )
     revoked = F.col("_p_own_end") <= F.col("t0")
+    crashes = events.where(F.col("kind") == K.CONSUMER_CRASHED.value).select(
+        "protocol", "group", F.col("member").alias("p_member"), F.col("t_emu_ms").alias("_tc")
+    )
+    crashed = (
+        pairs.select("protocol", "group", "p_member", "p_t1", "t0", "bid", "p_bid")
+        .join(crashes, ["protocol", "group", "p_member"])
+        .where((F.col("_tc") >= F.col("p_t1")) & (F.col("_tc") <= F.col("t0")))
+        .select("bid", "p_bid")
+        .distinct()
+        .withColumn("_crashed", F.lit(True))
+    )
+    pairs = pairs.join(crashed, ["bid", "p_bid"], "left")
     pairs = pairs.withColumn(
         "why",
         F.when(zombie, F.lit(WHY_ZOMBIE))
+        .when(F.col("_crashed"), F.lit(WHY_CRASH))
         .when(revoked, F.lit(WHY_UNCOMMITTED))
         .otherwise(F.lit(WHY_OTHER)),
     )
@@ -1282,10 +1390,42 @@ def check_assignments(
     return inv.unionByName(unb)
 
 
-def mark_allowed(anomalies: DataFrame) -> DataFrame:
-    """Set ``allowed`` from :data:`ALLOWED` (per protocol and kind)."""
+def delivery_modes(events: DataFrame) -> dict[str, tuple[str, bool, str]]:
+    """Per protocol, ``(commit_mode, allows_loss, guarantee)`` from its ``run_started``.
+
+    Logs without them (older runs) are taken as auto-commit without loss.
+    """
+    rows = (
+        events.where(F.col("kind") == K.RUN_STARTED.value)
+        .select(
+            "protocol",
+            F.get_json_object("detail", "$.commit_mode").alias("mode"),
+            F.get_json_object("detail", "$.allows_loss").alias("loss"),
+            F.get_json_object("detail", "$.guarantee").alias("guarantee"),
+        )
+        .collect()
+    )
+    out: dict[str, tuple[str, bool, str]] = {}
+    for r in rows:
+        if r["protocol"] is None:
+            continue
+        out[str(r["protocol"])] = (
+            str(r["mode"] or "auto"),
+            str(r["loss"]).lower() == "true",
+            str(r["guarantee"] or ""),
+        )
+    return out
+
+
+def mark_allowed(
+    anomalies: DataFrame, modes: Mapping[str, tuple[str, bool, str]] | None = None
+) -> DataFrame:
+    """Set ``allowed`` per protocol, kind and commit mode (:func:`allowed_kinds`)."""
     cond: Column = F.lit(False)
-    for proto, kinds in ALLOWED.items():
+    modes = modes or {}
+    for proto in sorted(set(ALLOWED) | set(modes)):
+        mode, loss, _g = modes.get(proto, ("auto", False, ""))
+        kinds = allowed_kinds(proto, mode, loss)
         if kinds:
             cond = cond | ((F.col("protocol") == proto) & F.col("kind").isin(*sorted(kinds)))
     return anomalies.withColumn("allowed", cond)
@@ -1477,4 +1617,4 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return mark_allowed(out)
+    return mark_allowed(out, delivery_modes(events))

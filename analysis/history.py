@@ -24,6 +24,7 @@ partition, a modern one is ``partitions_assigned`` followed by one
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -136,9 +137,31 @@ class H:
 
     # --------------------------------------------------------------- the run
 
-    def run(self, start: float, end: float) -> H:
-        """``run_started`` at ``start`` and ``run_finished`` at ``end`` (the orchestrator)."""
-        self.event(EventKind.RUN_STARTED, start, "orchestrator")
+    def run(
+        self,
+        start: float,
+        end: float,
+        *,
+        commit_mode: str | None = None,
+        allows_loss: bool | None = None,
+        guarantee: str | None = None,
+    ) -> H:
+        """``run_started`` at ``start`` and ``run_finished`` at ``end`` (the orchestrator).
+
+        ``commit_mode``, ``allows_loss`` and ``guarantee`` go into ``run_started``'s
+        detail as the orchestrator writes them (:mod:`emulator.delivery`).
+        """
+        info = {
+            k: v
+            for k, v in (
+                ("commit_mode", commit_mode),
+                ("allows_loss", allows_loss),
+                ("guarantee", guarantee),
+            )
+            if v is not None
+        }
+        detail = json.dumps(info) if info else None
+        self.event(EventKind.RUN_STARTED, start, "orchestrator", detail=detail)
         return self.event(EventKind.RUN_FINISHED, end, "orchestrator")
 
     def produce(self, topic: str, partition: int, start: int, end: int, at: float) -> H:
@@ -389,6 +412,21 @@ class H:
             offset_end=last,
             thread_id="poll-loop",
             duration_ms=float(end - start),
+        )
+
+    def abandon(
+        self, member: str, topic: str, partition: int, first: int, last: int, at: float
+    ) -> H:
+        """``records_abandoned``: ``[first, last)`` was handed out and never processed (a crash)."""
+        return self._m(
+            EventKind.RECORDS_ABANDONED,
+            member,
+            at,
+            topic=topic,
+            partition=partition,
+            offset_start=first,
+            offset_end=last,
+            reason="crash",
         )
 
     def commit(self, member: str, topic: str, partition: int, offset: int, at: float) -> H:

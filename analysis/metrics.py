@@ -48,8 +48,10 @@ from analysis.checkers import (
     DOUBLE_PROCESSING,
     DUPLICATE,
     LOSS,
+    ORDERING_OVERLAP,
     SharedFrames,
     _islands,
+    delivery_modes,
     group_timeline,
     member_timeline,
     ownership_intervals_all,
@@ -278,6 +280,7 @@ def compute_metrics(
             "pause_ms_max": 0.0,
             "double_ownership": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
             "double_processing": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
+            "ordering_overlap": {"count": 0, "total_ms": 0.0, "longest_ms": 0.0},
             "anomalies": {k: 0 for k in ANOMALY_KINDS},
             "anomalies_not_allowed": 0,
             "protocol_order_inversions": {
@@ -308,6 +311,14 @@ def compute_metrics(
                 "largest_ms": float(r["largest"] or 0.0),
             }
 
+    # The commit mode and the delivery guarantee it gives (run_started).
+    for proto, (mode, loss, guarantee) in delivery_modes(events).items():
+        m = out.get(proto)
+        if m is not None:
+            m["commit_mode"] = mode
+            m["loss_possible"] = loss
+            m["delivery_guarantee"] = guarantee
+
     # Anomaly-derived numbers (one small aggregate).
     dur = F.col("t_end_ms") - F.col("t_start_ms")
     agg = an.groupBy("protocol", "kind").agg(
@@ -328,7 +339,7 @@ def compute_metrics(
             m["duplicates"] = int(r["n"])
         elif k == LOSS:
             m["loss"] = int(r["n"])
-        elif k in (DOUBLE_OWNERSHIP, DOUBLE_PROCESSING):
+        elif k in (DOUBLE_OWNERSHIP, DOUBLE_PROCESSING, ORDERING_OVERLAP):
             m[k] = {
                 "count": int(r["rows"]),
                 "total_ms": float(r["total"]),

@@ -571,7 +571,14 @@ def fmt(v: Any) -> str:
 
 def metrics_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
     """Metrics side by side: one row per (flattened) metric, one column per series."""
-    flat = {s: flatten(metrics.get(s, {}), max_keys=12) for s in series}
+    flat = {
+        s: {
+            k: v
+            for k, v in flatten(metrics.get(s, {}), max_keys=12).items()
+            if k != "delivery_guarantee"  # a sentence: its own section
+        }
+        for s in series
+    }
     keys: list[str] = []
     for s in series:
         keys.extend(k for k in flat[s] if k not in keys)
@@ -829,6 +836,14 @@ def write_report(
     md: list[str] = [f"# {title}", ""]
     md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
     md += ["## Metrics", "", _md_table(table), ""]
+    guarantees = [
+        (s, str(metrics[s].get("commit_mode", "")), str(metrics[s]["delivery_guarantee"]))
+        for s in series
+        if s in metrics and metrics[s].get("delivery_guarantee")
+    ]
+    if guarantees:
+        md += ["## Delivery guarantees", ""]
+        md += [f"- **{s}** (`{mode}`): {text}" for s, mode, text in guarantees] + [""]
     md += ["## Anomalies", ""]
     if summary.empty:
         md += ["No anomalies found.", ""]
@@ -873,6 +888,14 @@ def write_report(
     h += [f"<li>{html.escape(line)}</li>" for line in info + data_lines]
     h.append("</ul><h2>Metrics</h2>")
     h.append(_html_table(table, css="metrics"))
+    if guarantees:
+        h.append('<h2>Delivery guarantees</h2><ul id="delivery">')
+        h += [
+            f"<li><b>{html.escape(s)}</b> (<code>{html.escape(mode)}</code>): "
+            f"{html.escape(text)}</li>"
+            for s, mode, text in guarantees
+        ]
+        h.append("</ul>")
     h.append("<h2>Anomalies</h2>")
     if summary.empty:
         h.append("<p>No anomalies found.</p>")

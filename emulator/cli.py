@@ -132,8 +132,9 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
         "duplicates",
         "unprocessed",
         "double_processing",
+        "ordering_overlap",
     )
-    heads = {"double_processing": "double-proc"}
+    heads = {"double_processing": "double-proc", "ordering_overlap": "order-ovl"}
     header = f"{'protocol':<22}{'status':<11}" + "".join(f"{heads.get(c, c):>12}" for c in cols)
     print(header)
     legacy_only = {"attempts", "conflicts", "gave_up"}  # ZooKeeper claim attempts
@@ -143,11 +144,17 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
         print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{c:>12}" for c in cells))
         if r.summary.double_processing:
             print(
-                f"  two members processed one partition at once: "
+                f"  two members processed the same records at once: "
                 f"{r.summary.double_processing} window(s), longest "
                 f"{r.summary.double_processing_max_ms / 1000.0:.1f} s, total "
                 f"{r.summary.double_processing_ms / 1000.0:.1f} s on "
                 f"{', '.join(r.summary.double_processing_partitions[:8])}"
+            )
+        if r.summary.ordering_overlap:
+            print(
+                f"  two members processed different records of one partition at once "
+                f"(order broken): {r.summary.ordering_overlap} window(s), total "
+                f"{r.summary.ordering_overlap_ms / 1000.0:.1f} s"
             )
         for note in r.notes:
             print(f"  note: {note}")

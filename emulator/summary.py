@@ -67,10 +67,14 @@ class RunSummary:
         partitions_unprocessed: partitions with any unprocessed message.
         double_processing: windows in which two or more members processed
             the same partition at the same time (by the PROCESSED batches'
-            ``[t_emu_ms - duration_ms, t_emu_ms]`` intervals): the zombie.
+            ``[t_emu_ms - duration_ms, t_emu_ms]`` intervals), two of them
+            the same records: the zombie.
         double_processing_ms: their total length, in emulated ms.
         double_processing_max_ms: the longest one.
         double_processing_partitions: the partitions that had one.
+        ordering_overlap: such windows in which the members processed
+            different records (per-partition order broken, no duplicate).
+        ordering_overlap_ms: their total length, in emulated ms.
     """
 
     rebalances: int = 0
@@ -87,6 +91,8 @@ class RunSummary:
     double_processing_ms: float = 0.0
     double_processing_max_ms: float = 0.0
     double_processing_partitions: list[str] = field(default_factory=list)
+    ordering_overlap: int = 0
+    ordering_overlap_ms: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
         """The summary as a JSON-able dict."""
@@ -99,6 +105,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     produced: dict[TopicPartition, list[Range]] = defaultdict(list)
     processed: dict[TopicPartition, list[Range]] = defaultdict(list)
     busy: dict[TopicPartition, list[Busy]] = defaultdict(list)
+    spans: dict[TopicPartition, list[tuple[float, float, str, int, int]]] = defaultdict(list)
     for ev in events:
         s.events += 1
         kind = ev.get("kind")
@@ -124,6 +131,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
                 if isinstance(end, int | float) and isinstance(took, int | float) and took > 0:
                     who = str(ev.get("member_id") or ev.get("member") or "?")
                     busy[tp].append((float(end) - float(took), float(end), who))
+                    spans[tp].append((float(end) - float(took), float(end), who, *rng))
     unique_processed = 0
     for tp in sorted(set(produced) | set(processed)):
         prod = merge_ranges(produced.get(tp, []))
@@ -135,14 +143,31 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.partitions_unprocessed.append(f"{tp[0]}:{tp[1]}")
     s.duplicates = s.processed - unique_processed
     for tp in sorted(busy):
-        windows = double_processing_windows(busy[tp])
-        if windows:
-            s.double_processing += len(windows)
-            lengths = [w[1] - w[0] for w in windows]
-            s.double_processing_ms += sum(lengths)
-            s.double_processing_max_ms = max(s.double_processing_max_ms, *lengths)
+        same: list[float] = []
+        for w0, w1, _members in double_processing_windows(busy[tp]):
+            if _shares_records(spans[tp], w0, w1):
+                same.append(w1 - w0)
+            else:
+                s.ordering_overlap += 1
+                s.ordering_overlap_ms += w1 - w0
+        if same:
+            s.double_processing += len(same)
+            s.double_processing_ms += sum(same)
+            s.double_processing_max_ms = max(s.double_processing_max_ms, *same)
             s.double_processing_partitions.append(f"{tp[0]}:{tp[1]}")
     return s
+
+
+def _shares_records(
+    spans: list[tuple[float, float, str, int, int]], w0: float, w1: float
+) -> bool:
+    """Whether two members' batches busy in ``[w0, w1]`` processed a common offset."""
+    inside = [b for b in spans if b[0] < w1 and w0 < b[1]]
+    for i, a in enumerate(inside):
+        for b in inside[i + 1 :]:
+            if a[2] != b[2] and a[3] < b[4] and b[3] < a[4]:
+                return True
+    return False
 
 
 Busy = tuple[float, float, str]

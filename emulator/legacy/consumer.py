@@ -252,6 +252,11 @@ class LegacyConsumer:
             self._consumed[tp] = next_offset
 
     @property
+    def consumed_offsets(self) -> dict[TopicPartition, int]:
+        """The registry's consumed offsets (what ``commitOffsets`` would write)."""
+        return {tp: off for tp, off in self._consumed.items() if tp in self.owned}
+
+    @property
     def app_committing(self) -> bool:
         """Whether the application's ``commitOffsets()`` is still running."""
         return self._app.proc is not None

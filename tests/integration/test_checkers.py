@@ -17,8 +17,10 @@ from analysis.checkers import (
     DUPLICATE,
     INVALID_ASSIGNMENT,
     LOSS,
+    ORDERING_OVERLAP,
     STRANDED_PARTITION,
     UNBALANCED_ASSIGNMENT,
+    allowed_kinds,
     run_checkers,
 )
 from analysis.history import PROTOCOLS, H
@@ -100,7 +102,14 @@ def expected(protocol: str) -> list[dict[str, Any]]:
             count=2,
             detail="members=c-1,c-2",
         ),
-        dict(kind=LOSS, partition=0, offset_start=90, offset_end=100, count=10),
+        dict(
+            kind=LOSS,
+            partition=0,
+            offset_start=90,
+            offset_end=100,
+            count=10,
+            detail="unprocessed_at_end",
+        ),
         dict(
             kind=DUPLICATE,
             partition=0,
@@ -187,7 +196,93 @@ def expected(protocol: str) -> list[dict[str, Any]]:
         full: dict[str, Any] = {f.name: None for f in ANOMALY_SCHEMA.fields}
         full.update(protocol=protocol, group="g", topic="t")
         full.update(r)
-        full["allowed"] = r["kind"] in ALLOWED[protocol]
+        full["allowed"] = r["kind"] in allowed_kinds(protocol)
+        out.append(full)
+    return out
+
+
+def delivery(protocol: str) -> H:
+    """Group ``delivery`` on topic ``v``: what commit timing does at a revocation and a crash.
+
+    v:0: c-0 is revoked while its batch [50, 60) is in hand and finishes it
+         after c-2 took over from 60 (an ordering overlap, no duplicate).
+    v:1: c-0's client committed 35 with [20, 35) handed out, then c-0 crashed:
+         c-2 starts at 35 and [20, 35) is lost (committed before processed).
+    v:2: c-1 processed [0, 10) without committing and crashed; c-2 processes it
+         again (redelivered after a crash).
+    v:3: c-2's own partition; [1, 5) is produced after its last batch (the run
+         ends first).
+    """
+    h = H(protocol=protocol, group="delivery")
+    for p, n in ((0, 100), (1, 40), (2, 10), (3, 1)):
+        h.produce("v", p, 0, n, at=1)
+    h.start("c-0", at=0).start("c-1", at=0).start("c-2", at=0)
+    h.assign("c-0", ["v:0", "v:1"], at=5).assign("c-1", ["v:2"], at=5)
+    h.assign("c-2", ["v:3"], at=5).process("c-2", "v", 3, 0, 1, start=5, end=6)
+    # v:0
+    h.process("c-0", "v", 0, 0, 50, start=5, end=15).commit("c-0", "v", 0, 60, at=19)
+    h.revoke("c-0", ["v:0"], at=20).process("c-0", "v", 0, 50, 60, start=18, end=30)
+    h.assign("c-2", ["v:0"], at=22).process("c-2", "v", 0, 60, 100, start=25, end=35)
+    # v:1
+    h.process("c-0", "v", 1, 0, 20, start=5, end=15).commit("c-0", "v", 1, 35, at=26)
+    h.abandon("c-0", "v", 1, 20, 35, at=40).crash("c-0", at=40)
+    h.assign("c-2", ["v:1"], at=50).process("c-2", "v", 1, 35, 40, start=50, end=55)
+    # v:2
+    h.process("c-1", "v", 2, 0, 10, start=5, end=15).crash("c-1", at=20)
+    h.assign("c-2", ["v:2"], at=30).process("c-2", "v", 2, 0, 10, start=35, end=45)
+    # v:3
+    return h.produce("v", 3, 1, 5, at=900)
+
+
+def expected_delivery(protocol: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        dict(
+            kind=ORDERING_OVERLAP,
+            partition=0,
+            member="c-2",
+            other_member="c-0",
+            t_start_ms=25.0,
+            t_end_ms=30.0,
+            offset_start=50,
+            offset_end=100,
+            count=2,
+            detail="members=c-0,c-2",
+        ),
+        dict(
+            kind=LOSS,
+            partition=1,
+            offset_start=20,
+            offset_end=35,
+            count=15,
+            detail="committed_before_processed",
+        ),
+        dict(
+            kind=LOSS,
+            partition=3,
+            offset_start=1,
+            offset_end=5,
+            count=4,
+            detail="unprocessed_at_end",
+        ),
+        dict(
+            kind=DUPLICATE,
+            partition=2,
+            member="c-2",
+            other_member="c-1",
+            t_start_ms=35.0,
+            t_end_ms=45.0,
+            offset_start=0,
+            offset_end=10,
+            count=10,
+            detail="redelivered_after_crash",
+        ),
+    ]
+    out = []
+    for r in rows:
+        full: dict[str, Any] = {f.name: None for f in ANOMALY_SCHEMA.fields}
+        full.update(protocol=protocol, group="delivery", topic="v")
+        full.update(r)
+        full["allowed"] = r["kind"] in allowed_kinds(protocol)
         out.append(full)
     return out
 
@@ -233,6 +328,7 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     frames = [every_anomaly(p).df(spark) for p in PROTOCOLS]
     frames += [clean(p).df(spark) for p in PROTOCOLS]
     frames += [zombie(p).df(spark) for p in MODERN]
+    frames += [delivery(p).df(spark) for p in PROTOCOLS]
     df = frames[0]
     for f in frames[1:]:
         df = df.unionByName(f)
@@ -261,12 +357,15 @@ def test_history_events_are_valid() -> None:
 def test_anomaly_rows_exact(
     results: dict[str, list[dict[str, Any]]], protocol: str, kind: str
 ) -> None:
-    rows = [r for r in results[protocol] if r["group"] == "g"]
+    rows = [r for r in results[protocol] if r["group"] in ("g", "delivery")]
     got = sorted((r for r in rows if r["kind"] == kind), key=_key)
-    want = sorted((r for r in expected(protocol) if r["kind"] == kind), key=_key)
+    want = sorted(
+        (r for r in expected(protocol) + expected_delivery(protocol) if r["kind"] == kind),
+        key=_key,
+    )
     assert got == want
     assert got, "every anomaly kind shows in every protocol's history"
-    assert all(r["allowed"] is (kind in ALLOWED[protocol]) for r in got)
+    assert all(r["allowed"] is (kind in allowed_kinds(protocol)) for r in got)
 
 
 @pytest.mark.parametrize("protocol", MODERN)
@@ -304,3 +403,27 @@ def test_summary_agrees_on_hand_history(results: dict[str, list[dict[str, Any]]]
         dp = [r for r in rows if r["kind"] == DOUBLE_PROCESSING]
         assert len(dp) == s.double_processing == 1
         assert sum(r["t_end_ms"] - r["t_start_ms"] for r in dp) == s.double_processing_ms
+
+
+def test_loss_is_allowed_only_where_the_commit_mode_commits_before_processing(
+    spark: SparkSession,
+) -> None:
+    """The same crash loss, judged by the run's commit mode (``run_started``)."""
+    from emulator.delivery import DeliveryMode
+
+    frames = []
+    for protocol, version in (("consumer", "3.9"), ("classic-eager", "3.9")):
+        mode = DeliveryMode(protocol, kafka_version=version)
+        h = H(protocol=protocol, group="loss").run(
+            0, 100, commit_mode=mode.key, allows_loss=mode.allows_loss, guarantee=mode.guarantee
+        )
+        h.produce("w", 0, 0, 20, at=1).start("c-0", at=0).assign("c-0", ["w:0"], at=2)
+        h.process("c-0", "w", 0, 0, 5, start=2, end=7).commit("c-0", "w", 0, 20, at=8)
+        h.abandon("c-0", "w", 0, 5, 20, at=9).crash("c-0", at=9)
+        frames.append(h.df(spark))
+    rows = run_checkers(frames[0].unionByName(frames[1])).collect()
+    got = {(r["protocol"], r["kind"], r["detail"], r["allowed"]) for r in rows}
+    assert got == {
+        ("consumer", LOSS, "committed_before_processed", True),
+        ("classic-eager", LOSS, "committed_before_processed", False),
+    }

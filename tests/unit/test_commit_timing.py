@@ -20,6 +20,8 @@ examples of the README's fidelity section, each on a fake clock:
 
 from __future__ import annotations
 
+from typing import Any
+
 from emulator.modern.consumer_member import ConsumerGroupHeartbeatRequest
 from tests.unit.test_consumer_member import (
     F0,
@@ -140,3 +142,157 @@ def test_kip848_manual_commit_sync_blocks_until_answered() -> None:
     assert dict(commit.offsets) == {F0: 200} and d.m.app_committing
     d.respond(OffsetCommitResponse(commit.corr))
     assert not d.m.app_committing
+
+
+# ------------------------------------------------------------------ classic
+
+
+def _classic(**props: object) -> object:
+    from tests.unit.test_classic_member import Harness
+
+    return Harness(**props)
+
+
+def test_classic_eager_rebalance_with_a_batch_in_hand_commits_after_it() -> None:
+    from emulator.modern.errors import Errors
+    from emulator.modern.messages import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
+    from tests.unit.test_classic_member import T0, T1
+
+    h = _classic()
+    h.joined()  # T0, T1 at generation 1
+    h.take(h.member.app_polled(h.now))
+    h.member.consumed(T0, 500)  # poll() returned 500 records of T0
+    h.take(h.member.app_processing(h.now))
+    h.advance(3_000)  # a heartbeat: the group is rebalancing
+    h.answer(HeartbeatRequest, HeartbeatResponse, error=Errors.REBALANCE_IN_PROGRESS)
+    # The application is busy: onJoinPrepare waits for poll(), so nothing is
+    # committed and no JoinGroup goes out before the batch is done.
+    assert not h.has(OffsetCommitRequest) and not h.has(JoinGroupRequest)
+    h.take(h.member.app_polled(h.now))  # the batch is processed
+    commit = h.req(OffsetCommitRequest)
+    assert dict(commit.offsets) == {T0: 500}  # exactly what was processed
+    h.answer(OffsetCommitRequest, OffsetCommitResponse)
+    assert h.last(K.PARTITIONS_REVOKED).fields["partitions"] == "t:0,t:1"
+    assert h.has(JoinGroupRequest)
+    del T1
+
+
+def test_classic_cooperative_listener_commits_at_the_later_revocation() -> None:
+    from emulator.modern.errors import Errors
+    from emulator.modern.messages import (
+        Assignment,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+    from tests.unit.test_classic_member import T0, T1
+
+    for listener, commits in (("none", []), ("commit-on-revoke", [{T1: 80}])):
+        h = _classic(**{"partition.assignment.strategy": "cooperative-sticky"})
+        h.member.rebalance_listener = listener
+        h.joined()
+        h.take(h.member.app_polled(h.now))
+        h.member.consumed(T1, 40)
+        h.take(h.member.app_processing(h.now))
+        h.advance(3_000)
+        h.answer(HeartbeatRequest, HeartbeatResponse, error=Errors.REBALANCE_IN_PROGRESS)
+        h.take(h.member.app_polled(h.now))  # onJoinPrepare commits 40, keeps T0 and T1
+        h.answer(OffsetCommitRequest, OffsetCommitResponse)
+        h.answer(JoinGroupRequest, JoinGroupResponse, generation_id=2, protocol_type="consumer",
+                 protocol_name="cooperative-sticky", leader="other", member_id="me-1")
+        # Cooperative: fetching goes on during the rebalance; 40 more records.
+        h.member.consumed(T1, 80)
+        h.answer(SyncGroupRequest, SyncGroupResponse, protocol_type="consumer",
+                 protocol_name="cooperative-sticky", assignment=Assignment((T0,)))
+        h.take(h.member.app_polled(h.now))  # onJoinComplete revokes T1
+        assert h.last(K.PARTITIONS_REVOKED).fields["partitions"] == "t:1"
+        got = [dict(r.offsets) for r in h.pending if isinstance(r, OffsetCommitRequest)]
+        # Without a listener 40..79 are not committed: the next owner repeats them.
+        assert got == commits, listener
+
+
+# ---------------------------------------------------------------------- 0.8
+
+
+def _legacy_shell(now: list[float]) -> tuple[Any, list[tuple[str, dict[str, object]]]]:
+    """A real legacy member shell around a real machine that owns t:0 (no ZooKeeper)."""
+    from actors.legacy_member import LegacyMember
+    from emulator.legacy.config import LegacyConsumerConfig
+    from emulator.legacy.consumer import LegacyConsumer
+
+    emitted: list[tuple[str, dict[str, object]]] = []
+    machine = LegacyConsumer(
+        member="c-0",
+        consumer_id="g_h-1-9a86b603",
+        group="g",
+        subscription={"t": 1},
+        config=LegacyConsumerConfig(),
+    )
+    machine.owned = {("t", 0): "g_h-1-9a86b603-0"}
+    shell = LegacyMember(
+        "c-0", machine, None, None, lambda k, **f: emitted.append((str(k), f)), lambda: now[0]
+    )
+    return shell, emitted
+
+
+def test_legacy_iterator_position_includes_the_message_in_hand() -> None:
+    now = [0.0]
+    m, _ = _legacy_shell(now)
+    tp = ("t", 0)
+    m.start_fetchers({tp: ("s-0", 100)})
+    m.fetched(tp, 100, 110, m.fetch_epoch)
+    m.process(0.0, 2.0)  # 10 messages, 2 ms each
+    now[0] = 5.0  # messages 100, 101 done; 102 in hand
+    assert m.handed_out(5.0) == [(tp, 103)]
+    m.sync_positions()
+    assert m.machine.consumed_offsets == {tp: 103}
+    # closeFetchers: the message in hand is the last the application gets.
+    m.stop_fetchers()
+    now[0] = 100.0
+    m.process(100.0, 2.0)
+    assert m.machine.consumed_offsets == {tp: 103}
+
+
+def test_a_crash_records_what_was_processed_and_what_was_handed_out() -> None:
+    now = [0.0]
+    m, emitted = _legacy_shell(now)
+    tp = ("t", 0)
+    m.start_fetchers({tp: ("s-0", 0)})
+    m.fetched(tp, 0, 10, m.fetch_epoch)
+    m.process(0.0, 2.0)
+    m.abandon(5.0, per_message=True)
+    got = [(k, f["offset_start"], f["offset_end"]) for k, f in emitted]
+    assert got == [("processed", 0, 2), ("records_abandoned", 2, 3)]
+    # A modern consumer had been handed the whole batch by poll().
+    m, emitted = _legacy_shell(now)
+    m.start_fetchers({tp: ("s-0", 0)})
+    m.fetched(tp, 0, 10, m.fetch_epoch)
+    m.process(0.0, 2.0)
+    m.abandon(5.0, per_message=False)
+    got = [(k, f["offset_start"], f["offset_end"]) for k, f in emitted]
+    assert got == [("processed", 0, 2), ("records_abandoned", 2, 10)]
+
+
+def test_legacy_consumer_reclaiming_its_own_partition_resumes_after_the_message_in_hand() -> None:
+    """c0 keeps t:0 across c1's join: the rebalance commits the iterator position
+    (the message in hand included) and c0 fetches again from exactly there."""
+    from emulator.events import EventKind
+    from tests.unit.fakezk import World
+
+    w = World(topics={"t": 2})
+    w.join("c0")
+    w.settle()
+    w.consume("c0", ("t", 0), 103)  # ConsumerIterator.next() handed out up to 102
+    w.join("c1")
+    w.settle()
+    commits = [
+        (e.fields["partition"], e.fields["offset_end"], e.fields["reason"])
+        for e in w.events("c0", EventKind.OFFSETS_COMMITTED)
+    ]
+    assert commits == [(0, 103, "rebalance")]
+    assert w.zk.offsets()[("t", 0)] == 103
+    assert ("t", 0) in w.members["c0"].consumer.owned  # range: c0 keeps t:0
+    assert w.members["c0"].fetching[("t", 0)][1] == 103  # no message is repeated
