@@ -348,6 +348,8 @@ class ConsumerHostCore(Locatable):
         if member is None:
             return False
         if self.ctx.protocol != "zookeeper":
+            # The application finishes the batch poll() gave it, then calls close().
+            await self._drain(member)
             member.close()
             deadline = time.monotonic() + 30.0
             while not member.machine.closed and time.monotonic() < deadline:
@@ -362,8 +364,27 @@ class ConsumerHostCore(Locatable):
         deadline = time.monotonic() + 10 * max(1.0, self.session_timeout_s)
         while member.machine.state.value != "closed" and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        # shutdown() committed past each stream's message in hand; the
+        # application thread finishes that message before the process ends.
+        await self._drain(member)
         await self._retire(name, "left")
         return True
+
+    async def _drain(self, member: Any) -> None:
+        """Wait (bounded) until ``member``'s application has finished what it holds.
+
+        It takes no new batch meanwhile. A paused member holds its batch until
+        it wakes: the wait is bounded by the longest batch in hand plus a margin.
+        """
+        member.draining = True
+        now = self.clock.now_ms()
+        left_ms = max(
+            (s.current.done_ms - now for s in member.streams.values() if s.current is not None),
+            default=0.0,
+        )
+        deadline = time.monotonic() + self.ctx.scaled_s(max(0.0, left_ms)) + 2.0
+        while member.in_hand() and member.alive and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     async def crash(self, name: str) -> bool:
         """Kill one consumer with no goodbye: its session expires on the server."""

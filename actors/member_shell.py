@@ -88,6 +88,8 @@ class MemberShell:
         # any broker (a network partition from the brokers).
         self.cost_override: float | None = None
         self.fetch_cut = False
+        # Closing: the application takes no new batch (it finishes the one it holds).
+        self.draining = False
         self.processed = 0
         self.high_water: dict[TopicPartition, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -107,6 +109,10 @@ class MemberShell:
     def app_blocked(self) -> bool:
         """Whether the application waits on its client (a ``commitSync`` in flight)."""
         return False
+
+    def in_hand(self) -> bool:
+        """Whether the application still processes a batch."""
+        return any(s.current is not None for s in self.streams.values())
 
     # ------------------------------------------------------- hand-out positions
 
@@ -320,8 +326,8 @@ class MemberShell:
                             self.high_water[c.tp] = c.end
                     free_at = cur.done_ms
                     s.current = None
-                if self.app_blocked():
-                    break  # the application waits on its client (commitSync)
+                if self.draining or self.app_blocked():
+                    break  # closing, or the application waits on its client (commitSync)
                 if not s.queue:
                     if s.current is None:
                         self.on_idle()

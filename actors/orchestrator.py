@@ -273,14 +273,20 @@ class ProtocolRun:
         )
 
     def _create_topics(self, zk_hosts: str, chroot: str) -> dict[tuple[str, int], int]:
-        """The admin and controller steps: topic znodes and initial partition states."""
+        """The admin step: the topic znodes (``AdminUtils.createTopic``).
+
+        The partition ``state`` znodes are not written here: the controller
+        elected once every broker has registered writes them
+        (``onNewTopicCreation`` -> ``initializeLeaderAndIsrForPartition``, K@0.8.2.2
+        ``PartitionStateMachine.scala``) and tells the brokers. Returns the
+        leaders it will choose with every broker live (the first replica of
+        each assignment, :func:`emulator.controller.new_partition_leader`), which
+        the actors start from; they follow the controller's LeaderAndIsr after.
+        """
         import asyncio
 
-        from zk_registry.brokers import (
-            create_partition_states,
-            create_topic,
-            setup_common_paths,
-        )
+        from emulator.controller import new_partition_leader
+        from zk_registry.brokers import create_topic, setup_common_paths
         from zk_registry.client import ZkClient
 
         sc = self.scenario
@@ -308,11 +314,10 @@ class ProtocolRun:
                         rng,
                         broker_ids=broker_ids,
                     )
-                    states = await create_partition_states(
-                        zk, topic.name, assignment, broker_ids, controller_epoch=1, concurrency=256
-                    )
-                    for p, st in states.items():
-                        leaders[(topic.name, p)] = st.leader
+                    for p, reps in assignment.items():
+                        st = new_partition_leader(reps, broker_ids, 1)
+                        if st is not None:
+                            leaders[(topic.name, p)] = st.leader
                 if self.protocol != "zookeeper":
                     # __consumer_offsets, created like any topic so the controller
                     # moves its leaders (and the group coordinators) on failures.
@@ -349,11 +354,10 @@ class ProtocolRun:
                         random.Random(f"{sc.seed}/offsets"),
                         broker_ids=broker_ids,
                     )
-                    states = await create_partition_states(
-                        zk, OFFSETS_TOPIC, assignment, broker_ids, controller_epoch=1
-                    )
-                    for p, st in states.items():
-                        leaders[(OFFSETS_TOPIC, p)] = st.leader
+                    for p, reps in assignment.items():
+                        st = new_partition_leader(reps, broker_ids, 1)
+                        if st is not None:
+                            leaders[(OFFSETS_TOPIC, p)] = st.leader
             finally:
                 await zk.stop_async()
             return leaders

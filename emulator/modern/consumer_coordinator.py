@@ -74,8 +74,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from emulator.events import EventKind, format_partitions
-from emulator.modern.assignors import GroupSpec, MemberSpec, ServerAssignor, server_assignor
-from emulator.modern.config import GroupCoordinatorConfig
+from emulator.modern.assignors import (
+    GroupSpec,
+    MemberSpec,
+    ServerAssignor,
+    UniformAssignor,
+    server_assignor,
+)
+from emulator.modern.config import GroupCoordinatorConfig, parse_kafka_version
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -1107,10 +1113,21 @@ def make_consumer_coordinator(
     Raises:
         ValueError: a property of the wrong type or range.
     """
+    config = GroupCoordinatorConfig.from_kafka(props)
+    # KAFKA-18688 (apache/kafka#19677) changed the uniform assignor's extra
+    # slots in 4.0.1 and 4.1.0; earlier releases keep the first-members rule.
+    stable = parse_kafka_version(config.kafka_version)[:3] >= (4, 0, 1)
+
+    def lookup(name: str) -> ServerAssignor:
+        if name == "uniform":
+            return UniformAssignor(stable_quota=stable)
+        return server_assignor(name)
+
     return ConsumerGroupCoordinator.from_config(
         group_id,
-        GroupCoordinatorConfig.from_kafka(props),
+        config,
         topics=partitions_per_topic,
         rng=rng,
         node_id=broker_id,
+        assignor_lookup=lookup,
     )

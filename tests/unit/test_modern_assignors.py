@@ -1041,6 +1041,16 @@ def test_server_assignor_properties(seed: int, identical: bool) -> None:
             quota = min_q + (1 if i < extra else 0)
             kept = again[member_id] & gs2.members[member_id].assignment
             assert len(kept) == min(quota, len(gs2.members[member_id].assignment))
+        # KAFKA-18688 (4.0.1+): still valid and balanced, and it never moves
+        # more partitions than the earlier rule.
+        stable = UniformAssignor(stable_quota=True).assign(gs2, topics)
+        check_server_validity(topics, gs2, stable)
+        assert sizes_within_one(stable)
+
+        def moved(result: Mapping[str, frozenset[TP]]) -> int:
+            return sum(len(gs2.members[m].assignment - result[m]) for m in result)
+
+        assert moved(stable) <= moved(again)
     # Determinism and independence from the mapping's order.
     shuffled = GroupSpec(dict(rng.sample(list(gs2.members.items()), len(gs2.members))))
     assert UniformAssignor().assign(shuffled, topics) == again
@@ -1059,3 +1069,25 @@ def test_client_edge_sizes(name: str) -> None:
     result = assignor.assign({"t": 3}, many)
     check_client_validity({"t": 3}, many, result)
     assert sum(1 for v in result.values() if v) == 3
+
+
+def test_uniform_kafka_18688_keeps_a_balanced_assignment() -> None:
+    """apache/kafka#19677 ``testReassignmentStickinessWhenAlreadyBalanced``: three
+    members hold 2, 2 and 3 partitions of 7; before the fix the first member, which
+    holds 2, gets the extra slot and the third loses one; from 4.0.1 nothing moves."""
+    from emulator.modern.assignors.server import GroupSpec as GS
+    from emulator.modern.assignors.server import MemberSpec as MS
+    from emulator.modern.assignors.uniform import uniform_homogeneous
+
+    t = "t"
+    current = {
+        "m1": frozenset({(t, 0), (t, 1)}),
+        "m2": frozenset({(t, 2), (t, 3)}),
+        "m3": frozenset({(t, 4), (t, 5), (t, 6)}),
+    }
+    gs = GS({m: MS(frozenset({t}), assignment=a) for m, a in current.items()})
+    after = uniform_homogeneous(gs, {t: 7}, stable_quota=True)
+    assert after == current
+    before = uniform_homogeneous(gs, {t: 7}, stable_quota=False)
+    assert [len(before[m]) for m in ("m1", "m2", "m3")] == [3, 2, 2]
+    assert before["m3"] < current["m3"]  # m3 gave up a partition: a needless move

@@ -21,6 +21,11 @@ sorted by ``String.compareTo``); topic ties are broken by name (see
 4. The members still below quota, in member order, each take their missing
    count as one contiguous chunk of the unassigned list (not round-robin).
 
+With ``stable_quota`` (KAFKA-18688, apache/kafka#19677: Kafka 4.0.1 and 4.1.0
+on): a member granted the extra slot that cannot fill it from partitions it
+already owns hands the slot back, unless it is one of the last members that
+must take one, so a balanced previous assignment moves nothing.
+
 **Heterogeneous** (``UniformHeterogeneousAssignmentBuilder``, the 2024
 rewrite with ``MAX_ITERATION_COUNT = 16``):
 
@@ -65,12 +70,15 @@ MAX_ITERATION_COUNT = 16
 # --------------------------------------------------------------------------- homogeneous
 
 
-def uniform_homogeneous(group_spec: GroupSpec, topics: Mapping[str, int]) -> ServerAssignment:
+def uniform_homogeneous(
+    group_spec: GroupSpec, topics: Mapping[str, int], *, stable_quota: bool = False
+) -> ServerAssignment:
     """``UniformHomogeneousAssignmentBuilder.build``.
 
     Args:
         group_spec: members whose subscriptions are all equal.
         topics: topic -> partition count.
+        stable_quota: the KAFKA-18688 rule for the extra slots (Kafka 4.0.1+).
 
     Returns:
         Member id -> target partitions, for every member.
@@ -121,8 +129,11 @@ def uniform_homogeneous(group_spec: GroupSpec, topics: Mapping[str, int]) -> Ser
     # ascending); the first ``with_extra`` members in member order get one more.
     kept: list[frozenset[TopicPartition] | list[TopicPartition]] = []
     unfilled: list[tuple[int, int]] = []
+    member_count = len(member_ids)
+    extra_left = with_extra  # remainingMembersToGetAnExtraPartition
     for index, mine in enumerate(current):
-        quota = min_quota + (1 if index < with_extra else 0)
+        has_extra = extra_left > 0 if stable_quota else index < with_extra
+        quota = min_quota + (1 if has_extra else 0)
         if len(mine) <= quota:
             kept.append(mine)
             quota -= len(mine)
@@ -145,6 +156,13 @@ def uniform_homogeneous(group_spec: GroupSpec, topics: Mapping[str, int]) -> Ser
                     quota = 0
                 start = end
             kept.append(keep)
+        if stable_quota:
+            if quota > 0 and has_extra and member_count - index > extra_left:
+                # Give the extra slot back for a later member to claim.
+                quota -= 1
+                has_extra = False
+            if has_extra:
+                extra_left -= 1
         if quota > 0:
             unfilled.append((index, quota))
 
@@ -379,9 +397,16 @@ def uniform_heterogeneous(group_spec: GroupSpec, topics: Mapping[str, int]) -> S
 
 
 class UniformAssignor:
-    """``UniformAssignor`` (``"uniform"``)."""
+    """``UniformAssignor`` (``"uniform"``).
+
+    Args:
+        stable_quota: follow KAFKA-18688 in the homogeneous builder (Kafka 4.0.1+).
+    """
 
     name: str = "uniform"
+
+    def __init__(self, *, stable_quota: bool = False) -> None:
+        self.stable_quota = stable_quota
 
     def assign(self, group_spec: GroupSpec, topics: Mapping[str, int]) -> ServerAssignment:
         """Pick the homogeneous or heterogeneous builder by subscription type.
@@ -400,5 +425,5 @@ class UniformAssignor:
         if not group_spec.members:
             return {}
         if group_spec.subscription_type() is SubscriptionType.HOMOGENEOUS:
-            return uniform_homogeneous(group_spec, topics)
+            return uniform_homogeneous(group_spec, topics, stable_quota=self.stable_quota)
         return uniform_heterogeneous(group_spec, topics)
