@@ -103,6 +103,13 @@ class MemberShell:
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
 
+    def on_poll(self) -> None:
+        """The application calls ``poll()`` for its next batch (before one is handed out).
+
+        A modern client runs its rebalance work there first; what that work
+        stops fetching leaves the queues, so it is never handed out.
+        """
+
     def on_batch_start(self, tp: TopicPartition, start: int, end: int) -> None:
         """The application took the batch ``[start, end)`` of ``tp`` (poll() returned it)."""
 
@@ -332,6 +339,9 @@ class MemberShell:
                     if s.current is None:
                         self.on_idle()
                     break
+                self.on_poll()
+                if not s.queue or not self.alive:
+                    break  # poll() revoked what was queued: nothing to hand out
                 chunk = s.queue.popleft()
                 start_ms = max(free_at, self.not_before)
                 self.on_batch_start(chunk.tp, chunk.start, chunk.end)

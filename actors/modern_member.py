@@ -243,10 +243,16 @@ class ModernMember(MemberShell):
         """
         self._due_known = False
         now = self._now()
-        if self._polled_at != now:  # poll() begins (unless it just returned here)
-            self.apply(self.machine.app_polled(now) or [])
         self.machine.consumed(tp, end)
         self.apply(self.machine.app_processing(now) or [])
+
+    def on_poll(self) -> None:
+        """``poll()`` begins: its rebalance work and commits run before records are returned."""
+        now = self._now()
+        if self._polled_at != now:  # unless poll() was just called here
+            self._polled_at = now
+            self._due_known = False
+            self.apply(self.machine.app_polled(now) or [])
 
     def on_idle(self) -> None:
         """Nothing in hand: the application sits in poll()."""

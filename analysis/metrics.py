@@ -257,7 +257,9 @@ def compute_metrics(
             "produced": int(d["produced"]),
             "processed": int(d["processed"]),
             "duplicates": 0,
+            "duplicates_by_cause": {},
             "loss": 0,
+            "loss_by_cause": {},
             "rebalances": int(d[K.REBALANCE_STARTED.value]),
             "group_rebalances": 0,
             "attempts": int(d[K.ATTEMPT_STARTED.value]),
@@ -345,6 +347,18 @@ def compute_metrics(
                 "total_ms": float(r["total"]),
                 "longest_ms": float(r["longest"]),
             }
+
+    # Duplicates and loss by cause (the anomaly rows' detail).
+    causes = (
+        an.where(F.col("kind").isin(DUPLICATE, LOSS))
+        .groupBy("protocol", "kind", F.coalesce(F.col("detail"), F.lit("?")).alias("why"))
+        .agg(F.coalesce(F.sum("count"), F.lit(0)).cast("long").alias("n"))
+    )
+    for r in causes.collect():
+        m = out.get(str(r["protocol"]))
+        if m is not None:
+            key = "duplicates_by_cause" if r["kind"] == DUPLICATE else "loss_by_cause"
+            m[key][str(r["why"])] = int(r["n"])
 
     # Rebalance durations, trigger to settled.
     uns_all = _unsettled_spans(events, iv, gt).localCheckpoint()

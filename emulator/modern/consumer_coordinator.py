@@ -329,7 +329,7 @@ class ConsumerGroupCoordinator:
         target_assignment: member id -> its target partitions.
         partition_epochs: partition -> epoch of the member holding it (absent: free).
         subscription_metadata: partition count of every subscribed, existing topic.
-        committed: the committed offsets (also :attr:`committed_offsets`).
+        committed: the committed offsets (also :meth:`committed_offsets`).
         state: the :class:`GroupState` after the last input.
     """
 
@@ -512,9 +512,12 @@ class ConsumerGroupCoordinator:
             raise ValueError(f"{error.name} is not a coordinator error")
         self._unavailable = error
 
-    @property
-    def committed_offsets(self) -> Mapping[TopicPartition, int]:
-        """The committed offsets (``__consumer_offsets`` of this group)."""
+    def committed_offsets(self) -> dict[TopicPartition, int]:
+        """The committed offsets (``__consumer_offsets`` of this group).
+
+        A method, as :meth:`ClassicGroupCoordinator.committed_offsets`: the
+        broker's replica fetch of ``__consumer_offsets`` calls it on either.
+        """
         return dict(self.committed)
 
     def member_by_instance(self, instance_id: str) -> GroupMember | None:

@@ -13,7 +13,10 @@ Usage::
 
 Writes one run directory per scenario under ``--out`` and a JSON summary:
 per scenario and protocol the status, wall seconds, the summary counts
-(rebalances, duplicates, unprocessed, double processing ...) and the notes.
+(rebalances, duplicates, unprocessed, double processing, ordering overlap
+...), the notes, and, from ``rebalance-emu compare`` on the run (Spark, the
+checkers), the commit mode, duplicates by cause and loss by cause
+(``--no-compare`` skips that).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ COLS = (
     "duplicates",
     "unprocessed",
     "double_processing",
+    "ordering_overlap",
 )
 
 
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", nargs="*", default=list(RUN_PROTOCOLS))
     ap.add_argument("--out", default="runs/library")
     ap.add_argument("--json", default="tests/bench/results/library.json")
+    ap.add_argument("--no-compare", action="store_true", help="skip the Spark checkers")
     args = ap.parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -84,10 +89,40 @@ def main(argv: list[str] | None = None) -> int:
             for note in r.notes:
                 print(f"      note: {note}", flush=True)
         results[name] = entry
+    if not args.no_compare:
+        _causes(results)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(f"wrote {args.json}")
     return 1 if failed else 0
+
+
+def _causes(results: dict[str, Any]) -> None:
+    """Run the checkers on every run directory: duplicates and loss by cause, per protocol."""
+    from analysis.compare import compare
+
+    for name, entry in results.items():
+        run_dir = entry.get("run_dir")
+        if not run_dir:
+            continue
+        print(f"== compare {name}", flush=True)
+        try:
+            report = compare([run_dir], Path(run_dir) / "report")
+        except Exception as exc:  # recorded; the table says the causes are missing
+            entry["compare_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            print(f"   compare FAILED: {entry['compare_error']}", flush=True)
+            continue
+        metrics = json.loads((report / "metrics.json").read_text())["metrics"]
+        for proto, m in metrics.items():
+            if proto in entry:
+                entry[proto]["commit_mode"] = m.get("commit_mode")
+                entry[proto]["duplicates_by_cause"] = m.get("duplicates_by_cause", {})
+                entry[proto]["loss_by_cause"] = m.get("loss_by_cause", {})
+                print(
+                    f"   {proto:<20} dup {m.get('duplicates_by_cause')} "
+                    f"loss {m.get('loss_by_cause')}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

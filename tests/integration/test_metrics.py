@@ -65,6 +65,7 @@ def test_metrics(frames: dict[str, Any], protocol: str) -> None:
     legacy = protocol == "zookeeper"
     assert m["produced"] == 200 and m["processed"] == 250
     assert m["duplicates"] == 50 and m["loss"] == 0
+    assert sum(m["duplicates_by_cause"].values()) == 50 and m["loss_by_cause"] == {}
     assert m["rebalances"] == 3
     assert m["attempts"] == (4 if legacy else 0)
     assert m["retries"] == (1 if legacy else 0) and m["gave_up"] == 0

@@ -296,3 +296,18 @@ def test_legacy_consumer_reclaiming_its_own_partition_resumes_after_the_message_
     assert w.zk.offsets()[("t", 0)] == 103
     assert ("t", 0) in w.members["c0"].consumer.owned  # range: c0 keeps t:0
     assert w.members["c0"].fetching[("t", 0)][1] == 103  # no message is repeated
+
+
+def test_kip848_crash_after_hand_out_manual_sync_loses_nothing() -> None:
+    """Under manual commitSync a crash loses nothing: the last commit is the last
+    processed batch, so the batch in hand (handed out, not processed) is fetched
+    again by the next owner (duplicates of whatever of it had been processed)."""
+    d = Driver(enable_auto_commit=False)
+    d.stable_with((F0,), {F0: 0})
+    batch_in_hand(d, F0, 200)  # processed, then the application commits
+    (commit,) = of(d.m.app_commit(d.now, sync=True), OffsetCommitRequest)
+    d.respond(OffsetCommitResponse(commit.corr))
+    assert d.m.committed[F0] == 200
+    batch_in_hand(d, F0, 400)  # the next batch is in hand when the process dies
+    assert of(d.advance(60_000), OffsetCommitRequest) == []  # nothing commits it
+    assert d.m.committed[F0] == 200  # the next owner starts at 200: nothing lost

@@ -664,7 +664,7 @@ def test_offset_commit_requires_the_current_member_epoch() -> None:
         return resp
 
     assert commit(1).error is Errors.NONE
-    assert ctx.coord.committed_offsets == {("foo", 0): 42, ("foo", 3): 7}
+    assert ctx.coord.committed_offsets() == {("foo", 0): 42, ("foo", 3): 7}
     stale = commit(2)
     assert stale.error is Errors.STALE_MEMBER_EPOCH
     assert stale.partition_errors == {
@@ -677,7 +677,7 @@ def test_offset_commit_requires_the_current_member_epoch() -> None:
     empty = Ctx()
     resp = empty.request(OffsetCommitRequest(1, GROUP, offsets={("foo", 1): 3}))
     assert isinstance(resp, OffsetCommitResponse) and resp.error is Errors.NONE
-    assert empty.coord.committed_offsets == {("foo", 1): 3}
+    assert empty.coord.committed_offsets() == {("foo", 1): 3}
 
 
 def test_offset_fetch_validation_and_results() -> None:

@@ -62,3 +62,26 @@ def test_a_leave_ends_the_series() -> None:
     host.exchange(1.0, "h", [LeaveGroupRequest(2, "g", (("m-1", None),))])
     host.exchange(90_000.0, "h", [HeartbeatRequest(3, "g", 1, "m-1")])
     assert sum(host.stats()["heartbeat_gap_histogram"]) == 0
+
+
+def test_offsets_snapshot_reads_either_protocols_coordinator() -> None:
+    """A follower's replica fetch of ``__consumer_offsets`` copies this snapshot.
+
+    It once called the KIP-848 coordinator's offsets as a method and its
+    property as a dict, so every replica fetch from the broker hosting a
+    ``consumer`` group failed: the followers never caught up and the ISRs
+    shrank to the leader alone.
+    """
+    from actors.protocols import make_coordinator_factory
+    from emulator.modern.messages import OffsetCommitRequest
+
+    for protocol in ("classic-eager", "consumer"):
+        factory = make_coordinator_factory(protocol, {}, 0, 1, {"t": 2})
+        host = CoordinatorHost(0, dict.fromkeys(range(50), 0), factory, lambda *_a, **_k: None)
+        # A simple (non-member) commit: generation/epoch -1, no member id.
+        host.exchange(
+            0.0, "h", [OffsetCommitRequest(1, "g", generation_id_or_member_epoch=-1,
+                                            member_id="", offsets={("t", 0): 7})]
+        )
+        part = host.partition_for("g")
+        assert host.offsets_snapshot(part) == {"g": {("t", 0): 7}}, protocol
