@@ -167,34 +167,50 @@ class MemberShell:
             c = cur.chunk
             done, per = self._progress(cur, now)
             if done > 0:
-                self._emit(
+                self._batch_event(
                     EventKind.PROCESSED,
-                    member=self.name,
-                    topic=c.tp[0],
-                    partition=c.tp[1],
-                    offset_start=c.start,
-                    offset_end=c.start + done,
-                    thread_id=s.thread_id,
+                    s.thread_id,
+                    c.tp,
+                    c.start,
+                    c.start + done,
                     t_emu_ms=cur.started_ms + done * per,
                     duration_ms=done * per,
-                    member_id=self.member_id or None,
                     reason="crash",
                 )
             n = c.end - c.start
             handed = min(n, done + 1) if per_message else n
             if handed > done:
-                self._emit(
+                self._batch_event(
                     EventKind.RECORDS_ABANDONED,
-                    member=self.name,
-                    topic=c.tp[0],
-                    partition=c.tp[1],
-                    offset_start=c.start + done,
-                    offset_end=c.start + handed,
-                    thread_id=s.thread_id,
-                    member_id=self.member_id or None,
+                    s.thread_id,
+                    c.tp,
+                    c.start + done,
+                    c.start + handed,
                     reason="crash",
                 )
             s.current = None
+
+    def _batch_event(
+        self,
+        kind: EventKind,
+        thread_id: str,
+        tp: TopicPartition,
+        start: int,
+        end: int,
+        **fields: object,
+    ) -> None:
+        """An event about the offsets ``[start, end)`` of ``tp`` in one of this member's streams."""
+        self._emit(
+            kind,
+            member=self.name,
+            topic=tp[0],
+            partition=tp[1],
+            offset_start=start,
+            offset_end=end,
+            thread_id=thread_id,
+            member_id=self.member_id or None,
+            **fields,
+        )
 
     def on_idle(self) -> None:
         """The application loop has nothing in hand (modern consumers call poll())."""
@@ -315,17 +331,14 @@ class MemberShell:
                         break
                     c = cur.chunk
                     if c.end > c.start:
-                        self._emit(
+                        self._batch_event(
                             EventKind.PROCESSED,
-                            member=self.name,
-                            topic=c.tp[0],
-                            partition=c.tp[1],
-                            offset_start=c.start,
-                            offset_end=c.end,
-                            thread_id=s.thread_id,
+                            s.thread_id,
+                            c.tp,
+                            c.start,
+                            c.end,
                             t_emu_ms=cur.done_ms,
                             duration_ms=cur.done_ms - cur.started_ms,
-                            member_id=self.member_id or None,
                         )
                         self.on_batch_done(c.tp, c.end)
                         done += c.end - c.start

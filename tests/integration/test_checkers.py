@@ -191,10 +191,17 @@ def expected(protocol: str) -> list[dict[str, Any]]:
             detail="unassigned",
         ),
     ]
+    return full_rows(rows, protocol, "g", "t")
+
+
+def full_rows(
+    rows: list[dict[str, Any]], protocol: str, group: str, topic: str
+) -> list[dict[str, Any]]:
+    """Expected anomaly rows with every column, ``allowed`` as the auto-commit mode has it."""
     out = []
     for r in rows:
         full: dict[str, Any] = {f.name: None for f in ANOMALY_SCHEMA.fields}
-        full.update(protocol=protocol, group="g", topic="t")
+        full.update(protocol=protocol, group=group, topic=topic)
         full.update(r)
         full["allowed"] = r["kind"] in allowed_kinds(protocol)
         out.append(full)
@@ -277,14 +284,7 @@ def expected_delivery(protocol: str) -> list[dict[str, Any]]:
             detail="redelivered_after_crash",
         ),
     ]
-    out = []
-    for r in rows:
-        full: dict[str, Any] = {f.name: None for f in ANOMALY_SCHEMA.fields}
-        full.update(protocol=protocol, group="delivery", topic="v")
-        full.update(r)
-        full["allowed"] = r["kind"] in allowed_kinds(protocol)
-        out.append(full)
-    return out
+    return full_rows(rows, protocol, "delivery", "v")
 
 
 def clean(protocol: str) -> H:
