@@ -122,8 +122,8 @@ class DeliveryMode:
             return text
         if self.auto_commit and self._kip848_before_40:
             text = (
-                "at-most-once at a crash: the background auto-commit commits records poll() "
-                "returned before they are processed; "
+                "at-least-once except at a crash: the background auto-commit commits records "
+                "poll() returned before they are processed, so a crash can lose them; "
             )
             if listener:
                 return text + "revocations wait for poll() (the listener) and commit first"

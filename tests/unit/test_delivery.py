@@ -35,6 +35,7 @@ def test_guarantees_name_what_differs() -> None:
     assert "processed again" in coop
     assert "processed again" not in DeliveryMode("classic-eager").guarantee
     assert "KAFKA-18641" in DeliveryMode("consumer", kafka_version="4.0").guarantee
-    assert "at-most-once" in DeliveryMode("consumer", kafka_version="3.9").guarantee
+    assert "can lose" in DeliveryMode("consumer", kafka_version="3.9").guarantee
+    assert "lose" not in DeliveryMode("consumer", kafka_version="4.0").guarantee
     manual = DeliveryMode("consumer", auto_commit=False, manual_commit="sync")
     assert "again" in manual.guarantee
