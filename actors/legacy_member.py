@@ -172,7 +172,7 @@ class LegacyMember(MemberShell):
         are synchronous in 0.8; ``async`` is the same here).
         """
         self.machine.consumed(tp, end)
-        if self.machine.config.auto_commit_enable or self.manual_commit == "none":
+        if self.manual_commit == "none":
             return
         self.sync_positions()
         self.apply(self.machine.app_commit(self._now()))

@@ -124,13 +124,19 @@ class MemberShell:
     # ------------------------------------------------------- hand-out positions
 
     @staticmethod
-    def _progress(cur: InProgress, now: float) -> tuple[int, float]:
-        """Messages of the batch in hand fully processed by ``now``, and the cost of one."""
+    def _progress(cur: InProgress, now: float) -> tuple[int, int, float]:
+        """The batch in hand at ``now``: ``(done, handed, per)``.
+
+        ``done`` messages are fully processed; a per-message iterator has
+        handed out ``handed`` = ``done`` plus the one in progress (at most the
+        batch); ``per`` is the cost of one message.
+        """
         n = cur.chunk.end - cur.chunk.start
         per = (cur.done_ms - cur.started_ms) / n if n else 0.0
         if per <= 0:
-            return n, per
-        return max(0, min(n, int((now - cur.started_ms) // per))), per
+            return n, n, per
+        done = max(0, min(n, int((now - cur.started_ms) // per)))
+        return done, min(n, done + 1), per
 
     def handed_out(self, now: float) -> list[tuple[TopicPartition, int]]:
         """Per batch in hand, the position of a per-message iterator at ``now``.
@@ -145,9 +151,8 @@ class MemberShell:
             cur = s.current
             if cur is None or now < cur.started_ms:
                 continue
-            done, _per = self._progress(cur, now)
-            n = cur.chunk.end - cur.chunk.start
-            out.append((cur.chunk.tp, cur.chunk.start + min(n, done + 1)))
+            _done, handed, _per = self._progress(cur, now)
+            out.append((cur.chunk.tp, cur.chunk.start + handed))
         return out
 
     def abandon(self, now: float, *, per_message: bool) -> None:
@@ -165,7 +170,9 @@ class MemberShell:
             if cur is None or now < cur.started_ms:
                 continue
             c = cur.chunk
-            done, per = self._progress(cur, now)
+            done, handed, per = self._progress(cur, now)
+            if not per_message:  # poll() handed out the whole batch
+                handed = c.end - c.start
             if done > 0:
                 self._batch_event(
                     EventKind.PROCESSED,
@@ -177,8 +184,6 @@ class MemberShell:
                     duration_ms=done * per,
                     reason="crash",
                 )
-            n = c.end - c.start
-            handed = min(n, done + 1) if per_message else n
             if handed > done:
                 self._batch_event(
                     EventKind.RECORDS_ABANDONED,
@@ -246,11 +251,9 @@ class MemberShell:
             if cut and cur is not None and cur.chunk.tp in stop:
                 # The iterator's current chunk is cleared: the message in hand
                 # is the last one the application gets.
-                n = cur.chunk.end - cur.chunk.start
-                done, per = self._progress(cur, now)
-                done = n if per <= 0 else min(n, done + 1)
-                cur.chunk.end = cur.chunk.start + done
-                cur.done_ms = cur.started_ms + done * per
+                _done, handed, per = self._progress(cur, now)
+                cur.chunk.end = cur.chunk.start + handed
+                cur.done_ms = cur.started_ms + handed * per
 
     def start_fetchers(self, positions: dict[TopicPartition, tuple[str, int | None]]) -> None:
         """Fetch these partitions, each for a stream, from an offset (``None``: reset policy)."""

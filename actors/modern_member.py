@@ -210,7 +210,7 @@ class ModernMember(MemberShell):
         (:meth:`app_blocked`), ``async`` does not.
         """
         self._due_known = False
-        if self.manual_commit != "none" and not self._auto_commit():
+        if self.manual_commit != "none":
             sync = self.manual_commit == "sync"
             self.apply(self.machine.app_commit(self._now(), sync=sync))
             if sync and self.machine.app_committing:
@@ -218,9 +218,6 @@ class ModernMember(MemberShell):
                 return
         self._polled_at = self._now()
         self.apply(self.machine.app_polled(self._polled_at) or [])
-
-    def _auto_commit(self) -> bool:
-        return bool(getattr(self.machine.config, "enable_auto_commit", True))
 
     def app_blocked(self) -> bool:
         """The application waits in ``commitSync``; once it returns, it calls ``poll()``."""

@@ -247,9 +247,7 @@ class ProtocolRun:
             static_membership=sc.group.static_membership and generation != "zookeeper",
             processing_ms_per_message=sc.group.processing_ms_per_message,
             manual_commit=sc.group.manual_commit,
-            rebalance_listener=(
-                "none" if generation == "zookeeper" else sc.group.rebalance_listener
-            ),
+            rebalance_listener=self.delivery_mode().rebalance_listener,
             validate_events=self.validate_events,
             storage_mode=self.storage.mode,
             events_url=self.storage.events_url(self.protocol),
@@ -293,6 +291,14 @@ class ProtocolRun:
         rng = random.Random(sc.seed)
         broker_ids = list(range(sc.cluster.brokers))
 
+        leaders: dict[tuple[str, int], int] = {}
+
+        def predict(topic: str, assignment: dict[int, list[int]]) -> None:
+            for p, reps in assignment.items():
+                st = new_partition_leader(reps, broker_ids, 1)
+                if st is not None:
+                    leaders[(topic, p)] = st.leader
+
         async def go() -> dict[tuple[str, int], int]:
             root = ZkClient(zk_hosts, 10.0)
             await root.start_async()
@@ -302,7 +308,6 @@ class ProtocolRun:
                 await root.stop_async()
             zk = ZkClient(zk_hosts, 10.0, chroot=chroot)
             await zk.start_async()
-            leaders: dict[tuple[str, int], int] = {}
             try:
                 await setup_common_paths(zk)
                 for topic in sc.topics:
@@ -314,10 +319,7 @@ class ProtocolRun:
                         rng,
                         broker_ids=broker_ids,
                     )
-                    for p, reps in assignment.items():
-                        st = new_partition_leader(reps, broker_ids, 1)
-                        if st is not None:
-                            leaders[(topic.name, p)] = st.leader
+                    predict(topic.name, assignment)
                 if self.protocol != "zookeeper":
                     # __consumer_offsets, created like any topic so the controller
                     # moves its leaders (and the group coordinators) on failures.
@@ -354,10 +356,7 @@ class ProtocolRun:
                         random.Random(f"{sc.seed}/offsets"),
                         broker_ids=broker_ids,
                     )
-                    for p, reps in assignment.items():
-                        st = new_partition_leader(reps, broker_ids, 1)
-                        if st is not None:
-                            leaders[(OFFSETS_TOPIC, p)] = st.leader
+                    predict(OFFSETS_TOPIC, assignment)
             finally:
                 await zk.stop_async()
             return leaders

@@ -1490,6 +1490,7 @@ class SharedFrames:
     def __init__(self, events: DataFrame) -> None:
         self.events = events
         self._cache: dict[str, DataFrame] = {}
+        self._modes: dict[str, tuple[str, bool, str]] | None = None
 
     def _get(
         self, name: str, build: Callable[[], DataFrame], by: list[str] | None = None
@@ -1515,6 +1516,13 @@ class SharedFrames:
                 sc.setJobDescription(None)  # type: ignore[arg-type]
             self._cache[name] = df
         return df
+
+    @property
+    def delivery_modes(self) -> dict[str, tuple[str, bool, str]]:
+        """:func:`delivery_modes` of the events, read once (the checkers and metrics use it)."""
+        if self._modes is None:
+            self._modes = delivery_modes(self.events)
+        return self._modes
 
     @property
     def control(self) -> DataFrame:
@@ -1617,4 +1625,4 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return mark_allowed(out, delivery_modes(events))
+    return mark_allowed(out, sh.delivery_modes)

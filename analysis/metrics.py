@@ -51,7 +51,6 @@ from analysis.checkers import (
     ORDERING_OVERLAP,
     SharedFrames,
     _islands,
-    delivery_modes,
     group_timeline,
     member_timeline,
     ownership_intervals_all,
@@ -314,16 +313,18 @@ def compute_metrics(
             }
 
     # The commit mode and the delivery guarantee it gives (run_started).
-    for proto, (mode, loss, guarantee) in delivery_modes(events).items():
+    for proto, (mode, loss, guarantee) in sh.delivery_modes.items():
         m = out.get(proto)
         if m is not None:
             m["commit_mode"] = mode
             m["loss_possible"] = loss
             m["delivery_guarantee"] = guarantee
 
-    # Anomaly-derived numbers (one small aggregate).
+    # Anomaly-derived numbers (one small aggregate), duplicates and loss by
+    # cause (the rows' detail).
     dur = F.col("t_end_ms") - F.col("t_start_ms")
-    agg = an.groupBy("protocol", "kind").agg(
+    why = F.when(F.col("kind").isin(DUPLICATE, LOSS), F.coalesce(F.col("detail"), F.lit("?")))
+    agg = an.groupBy("protocol", "kind", why.alias("why")).agg(
         F.count(F.lit(1)).alias("rows"),
         F.coalesce(F.sum("count"), F.lit(0)).cast("long").alias("n"),
         F.coalesce(F.sum(dur), F.lit(0.0)).alias("total"),
@@ -335,30 +336,19 @@ def compute_metrics(
         if m is None:
             continue
         k = str(r["kind"])
-        m["anomalies"][k] = int(r["rows"])
+        m["anomalies"][k] += int(r["rows"])
         m["anomalies_not_allowed"] += int(r["bad"])
-        if k == DUPLICATE:
-            m["duplicates"] = int(r["n"])
-        elif k == LOSS:
-            m["loss"] = int(r["n"])
+        if k in (DUPLICATE, LOSS):
+            m["duplicates" if k == DUPLICATE else "loss"] += int(r["n"])
+            m["duplicates_by_cause" if k == DUPLICATE else "loss_by_cause"][str(r["why"])] = int(
+                r["n"]
+            )
         elif k in (DOUBLE_OWNERSHIP, DOUBLE_PROCESSING, ORDERING_OVERLAP):
             m[k] = {
                 "count": int(r["rows"]),
                 "total_ms": float(r["total"]),
                 "longest_ms": float(r["longest"]),
             }
-
-    # Duplicates and loss by cause (the anomaly rows' detail).
-    causes = (
-        an.where(F.col("kind").isin(DUPLICATE, LOSS))
-        .groupBy("protocol", "kind", F.coalesce(F.col("detail"), F.lit("?")).alias("why"))
-        .agg(F.coalesce(F.sum("count"), F.lit(0)).cast("long").alias("n"))
-    )
-    for r in causes.collect():
-        m = out.get(str(r["protocol"]))
-        if m is not None:
-            key = "duplicates_by_cause" if r["kind"] == DUPLICATE else "loss_by_cause"
-            m[key][str(r["why"])] = int(r["n"])
 
     # Rebalance durations, trigger to settled.
     uns_all = _unsettled_spans(events, iv, gt).localCheckpoint()

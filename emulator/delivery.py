@@ -34,16 +34,15 @@ and commit positions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-_CONSUMER_40 = (4, 0)
+from emulator.modern.config import KIP848_COMMIT_ON_POLL_SINCE, kafka_version_at_least
 
+MANUAL_COMMIT_MODES: Final = ("none", "sync", "async")
+"""``[group].manual_commit``: how the application commits when auto-commit is off."""
 
-def _version(text: str) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in text.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+REBALANCE_LISTENERS: Final = ("none", "commit-on-revoke")
+"""``[group].rebalance_listener``: the application's rebalance listener."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,9 @@ class DeliveryMode:
 
     @property
     def _kip848_before_40(self) -> bool:
-        return self.protocol == "consumer" and _version(self.kafka_version) < _CONSUMER_40
+        return self.protocol == "consumer" and not kafka_version_at_least(
+            self.kafka_version, KIP848_COMMIT_ON_POLL_SINCE
+        )
 
     @property
     def allows_loss(self) -> bool:

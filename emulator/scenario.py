@@ -143,6 +143,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
+from emulator.delivery import MANUAL_COMMIT_MODES, REBALANCE_LISTENERS
 from emulator.faults import ACTIONS, PARTITION_TARGETS, PlannedAction
 from emulator.modern.config import parse_kafka_version
 
@@ -757,12 +758,6 @@ class GroupSpec:
             return 0.0
         return random.Random(f"{seed}/zk-latency/{member}").uniform(0.0, self.zk_latency_ms)
 
-
-MANUAL_COMMIT_MODES: Final = ("none", "sync", "async")
-"""``[group].manual_commit``: how the application commits when auto-commit is off."""
-
-REBALANCE_LISTENERS: Final = ("none", "commit-on-revoke")
-"""``[group].rebalance_listener``: the application's rebalance listener."""
 
 AUTO_COMMIT_KEYS: Final = ("auto.commit.enable", "enable.auto.commit")
 """The auto-commit switch of the 0.8 consumer and of the Java consumer."""

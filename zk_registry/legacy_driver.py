@@ -388,8 +388,6 @@ class LegacyZkDriver:
             except EphemeralConflict as conflict:
                 conflicts[tp] = None if conflict.stored is None else decode_owner(conflict.stored)
                 continue
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
                 partial = ClaimResult(created=tuple(created), conflicts=conflicts, zxids=zxids)
                 raise _Failed(partial, type(exc).__name__) from exc

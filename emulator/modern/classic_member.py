@@ -79,6 +79,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from emulator.delivery import REBALANCE_LISTENERS
 from emulator.events import EventKind, format_partitions
 from emulator.modern.assignors import (
     ClientAssignor,
@@ -273,8 +274,8 @@ class ClassicMember:
     ) -> None:
         if not topics:
             raise ValueError("a member subscribes to at least one topic")
-        if rebalance_listener not in ("none", "commit-on-revoke"):
-            raise ValueError("rebalance_listener must be 'none' or 'commit-on-revoke'")
+        if rebalance_listener not in REBALANCE_LISTENERS:
+            raise ValueError(f"rebalance_listener must be one of {REBALANCE_LISTENERS}")
         self.rebalance_listener = rebalance_listener
         self._app_commit: _Commit | None = None
         self.member = member

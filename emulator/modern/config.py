@@ -75,6 +75,26 @@ def _at_least(version: tuple[int, ...], *release: int) -> bool:
     return version >= (*release, 0, 0, 0)[:4]
 
 
+KIP848_COMMIT_ON_POLL_SINCE: Final = (4, 0)
+"""KAFKA-18641: the KIP-848 client's interval auto-commit and, with auto-commit on,
+the start of a reconciliation run in the application's ``poll()`` from this release."""
+
+UNIFORM_STABLE_QUOTA_SINCE: Final = (4, 0, 1)
+"""KAFKA-18688 (apache/kafka#19677): the uniform assignor's extra-slot rule, first
+released in 4.0.1 (the 4.0 backport) and 4.1.0."""
+
+
+def kafka_version_at_least(version: object, release: tuple[int, ...]) -> bool:
+    """Whether ``version`` (a ``kafka_version`` string; ``None``: the default 3.9) is
+    ``release`` or later.
+
+    Raises:
+        ValueError: a malformed version.
+    """
+    text = DEFAULT_KAFKA_VERSION if version is None else str(version)
+    return _at_least(parse_kafka_version(text), *release)
+
+
 def default_session_timeout_ms(kafka_version: str = DEFAULT_KAFKA_VERSION) -> int:
     """``session.timeout.ms``'s default: 10000 up to 2.8.x, 45000 from 3.0.0 (B6)."""
     return 45000 if _at_least(parse_kafka_version(kafka_version), 3, 0) else 10000

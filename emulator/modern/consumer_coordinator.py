@@ -81,7 +81,11 @@ from emulator.modern.assignors import (
     UniformAssignor,
     server_assignor,
 )
-from emulator.modern.config import GroupCoordinatorConfig, parse_kafka_version
+from emulator.modern.config import (
+    UNIFORM_STABLE_QUOTA_SINCE,
+    GroupCoordinatorConfig,
+    kafka_version_at_least,
+)
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -1117,9 +1121,9 @@ def make_consumer_coordinator(
         ValueError: a property of the wrong type or range.
     """
     config = GroupCoordinatorConfig.from_kafka(props)
-    # KAFKA-18688 (apache/kafka#19677) changed the uniform assignor's extra
-    # slots in 4.0.1 and 4.1.0; earlier releases keep the first-members rule.
-    stable = parse_kafka_version(config.kafka_version)[:3] >= (4, 0, 1)
+    # KAFKA-18688 changed the uniform assignor's extra slots; earlier
+    # releases keep the first-members rule.
+    stable = kafka_version_at_least(config.kafka_version, UNIFORM_STABLE_QUOTA_SINCE)
 
     def lookup(name: str) -> ServerAssignor:
         if name == "uniform":

@@ -61,7 +61,9 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from emulator.delivery import REBALANCE_LISTENERS
 from emulator.events import EventKind, format_partitions
+from emulator.modern.config import KIP848_COMMIT_ON_POLL_SINCE, kafka_version_at_least
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -97,8 +99,6 @@ FATAL_HEARTBEAT_ERRORS = frozenset(
 )
 COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
-REBALANCE_LISTENERS = ("none", "commit-on-revoke")
-"""The application's rebalance listener, an emulator knob (``[group].rebalance_listener``)."""
 
 
 @dataclass(frozen=True)
@@ -187,19 +187,13 @@ class Kip848ConsumerConfig:
             retry_backoff_ms=get_int("retry.backoff.ms", 100),
             retry_backoff_max_ms=get_int("retry.backoff.max.ms", 1000),
             request_timeout_ms=get_int("request.timeout.ms", 30000),
-            commit_on_poll=_version_at_least(props.get("kafka.version"), 4, 0),
+            commit_on_poll=kafka_version_at_least(
+                props.get("kafka.version"), KIP848_COMMIT_ON_POLL_SINCE
+            ),
         )
         if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
             raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
         return cfg
-
-
-def _version_at_least(version: object, *release: int) -> bool:
-    """Whether a ``kafka.version`` property names ``release`` or later (default 3.9)."""
-    from emulator.modern.config import DEFAULT_KAFKA_VERSION, parse_kafka_version
-
-    text = DEFAULT_KAFKA_VERSION if version is None else str(version)
-    return parse_kafka_version(text)[: len(release)] >= release
 
 
 class MemberState(enum.StrEnum):

@@ -217,8 +217,12 @@ def test_classic_cooperative_listener_commits_at_the_later_revocation() -> None:
 # ---------------------------------------------------------------------- 0.8
 
 
-def _legacy_shell(now: list[float]) -> tuple[Any, list[tuple[str, dict[str, object]]]]:
-    """A real legacy member shell around a real machine that owns t:0 (no ZooKeeper)."""
+def _legacy_shell(
+    now: list[float], first: int
+) -> tuple[Any, list[tuple[str, dict[str, object]]]]:
+    """A real legacy member shell around a real machine that owns t:0 (no ZooKeeper),
+    its application in the middle of the batch ``[first, first + 10)`` (2 ms a message,
+    started at 0)."""
     from actors.legacy_member import LegacyMember
     from emulator.legacy.config import LegacyConsumerConfig
     from emulator.legacy.consumer import LegacyConsumer
@@ -235,16 +239,16 @@ def _legacy_shell(now: list[float]) -> tuple[Any, list[tuple[str, dict[str, obje
     shell = LegacyMember(
         "c-0", machine, None, None, lambda k, **f: emitted.append((str(k), f)), lambda: now[0]
     )
+    shell.start_fetchers({("t", 0): ("s-0", first)})
+    shell.fetched(("t", 0), first, first + 10, shell.fetch_epoch)
+    shell.process(0.0, 2.0)
     return shell, emitted
 
 
 def test_legacy_iterator_position_includes_the_message_in_hand() -> None:
     now = [0.0]
-    m, _ = _legacy_shell(now)
+    m, _ = _legacy_shell(now, 100)
     tp = ("t", 0)
-    m.start_fetchers({tp: ("s-0", 100)})
-    m.fetched(tp, 100, 110, m.fetch_epoch)
-    m.process(0.0, 2.0)  # 10 messages, 2 ms each
     now[0] = 5.0  # messages 100, 101 done; 102 in hand
     assert m.handed_out(5.0) == [(tp, 103)]
     m.sync_positions()
@@ -257,23 +261,13 @@ def test_legacy_iterator_position_includes_the_message_in_hand() -> None:
 
 
 def test_a_crash_records_what_was_processed_and_what_was_handed_out() -> None:
-    now = [0.0]
-    m, emitted = _legacy_shell(now)
-    tp = ("t", 0)
-    m.start_fetchers({tp: ("s-0", 0)})
-    m.fetched(tp, 0, 10, m.fetch_epoch)
-    m.process(0.0, 2.0)
-    m.abandon(5.0, per_message=True)
-    got = [(k, f["offset_start"], f["offset_end"]) for k, f in emitted]
-    assert got == [("processed", 0, 2), ("records_abandoned", 2, 3)]
-    # A modern consumer had been handed the whole batch by poll().
-    m, emitted = _legacy_shell(now)
-    m.start_fetchers({tp: ("s-0", 0)})
-    m.fetched(tp, 0, 10, m.fetch_epoch)
-    m.process(0.0, 2.0)
-    m.abandon(5.0, per_message=False)
-    got = [(k, f["offset_start"], f["offset_end"]) for k, f in emitted]
-    assert got == [("processed", 0, 2), ("records_abandoned", 2, 10)]
+    for per_message, handed in ((True, 3), (False, 10)):
+        # 0.8's iterator had handed out the message in progress; a modern
+        # consumer's poll() had handed out the whole batch.
+        m, emitted = _legacy_shell([0.0], 0)
+        m.abandon(5.0, per_message=per_message)
+        got = [(k, f["offset_start"], f["offset_end"]) for k, f in emitted]
+        assert got == [("processed", 0, 2), ("records_abandoned", 2, handed)]
 
 
 def test_legacy_consumer_reclaiming_its_own_partition_resumes_after_the_message_in_hand() -> None:
