@@ -162,6 +162,10 @@ def test_register_then_read_back(zk_connect: str) -> None:
         )
         assert stat.ephemeralOwner == m.client.session_id
         assert sorted(m.driver.watched_paths) == ["/brokers/topics/t", "/consumers/g/ids"]
+        # ZkClient.createPersistent(path, true) left the containers with null data.
+        for container in ("/consumers", "/consumers/g", "/consumers/g/ids"):
+            data, stat = await m.client.get_async(container)
+            assert data is None and stat.dataLength == 0, container
 
         res = await m.driver.execute(ReadRebalanceContext(h.rid()))
         assert res.error is None

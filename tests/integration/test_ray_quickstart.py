@@ -85,6 +85,27 @@ def test_every_produced_offset_is_processed(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_controller_brings_every_partition_online_and_replication_keeps_up(
+    quickstart_run: tuple[Scenario, Path], protocol: str
+) -> None:
+    """The elected controller writes each partition's first state (New -> Online)
+    once the brokers have registered; with no broker fault, every follower keeps
+    up, so no ISR ever shrinks (it did for the partitions led by the broker that
+    hosted a KIP-848 group, whose replica fetches all failed)."""
+    scenario, out = quickstart_run
+    events = _events(out, protocol)
+    [elected] = [e for e in events if e["kind"] == "controller_elected"]
+    new = [e for e in events if e["kind"] == "leader_changed" and e["reason"] == "new"]
+    topic = scenario.topics[0]
+    assert {e["partition"] for e in new if e["topic"] == topic.name} == set(
+        range(topic.partitions)
+    )
+    assert {e["actor"] for e in new} == {elected["actor"]}
+    assert all(int(e["seq"]) > int(elected["seq"]) for e in new)
+    assert [e for e in events if e["kind"] == "isr_changed" and e["reason"] == "shrink"] == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_manifest_records_what_the_run_cost(
     quickstart_run: tuple[Scenario, Path], protocol: str
 ) -> None:
