@@ -183,6 +183,9 @@ class ProtocolRun:
         # actor -> node and each node's clock offset (actors.placement.measure_nodes)
         self.placement_report: dict[str, Any] = {}
         self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
+        self.lost_brokers: set[int] = set()  # brokers that died unasked
+        # actors the timeline killed (host_crash, broker_crash): their logs end unclosed
+        self.killed_actors: set[str] = set()
         self.live_members: set[str] = set()  # started, not yet left or crashed
         self._log: Any = None
         # What the run cost: each actor's CPU and peak memory at its end, and
@@ -383,7 +386,8 @@ class ProtocolRun:
         status = "failed"
         try:
             self._run()
-            status = "completed"
+            self._check_brokers()
+            status = "degraded" if self.lost_hosts or self.lost_brokers else "completed"
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -686,6 +690,7 @@ class ProtocolRun:
         a closeSession, so the server expires their sessions after the timeout.
         """
         self.dead_hosts.add(index)
+        self.killed_actors.add(f"host-{index}")
         ray.kill(self.hosts[index], no_restart=True)
         self._members_died(index, "host_crash")
 
@@ -918,7 +923,20 @@ class ProtocolRun:
         """
         handle = self.brokers.pop(broker_id, None)
         if handle is not None:
+            self.killed_actors.add(f"broker-{broker_id}")
             ray.kill(handle, no_restart=True)
+
+    def _check_brokers(self) -> None:
+        """Record brokers that died without the timeline asking (a lost node)."""
+        for b, h in list(self.brokers.items()):
+            try:
+                ray.get(h.stats.remote(), timeout=60)
+            except ray.exceptions.RayActorError as exc:
+                self.lost_brokers.add(b)
+                self.brokers.pop(b, None)
+                self.notes.append(f"broker {b} was lost ({type(exc).__name__}): not asked for")
+            except ray.exceptions.GetTimeoutError:
+                continue  # slow is not lost
 
     def restart_broker(self, broker_id: int) -> None:
         """Start a new broker actor with the same id (a no-op if it is running).
@@ -1002,6 +1020,18 @@ class ProtocolRun:
                     ray.kill(a)
 
 
+def overall_status(statuses: list[str]) -> str:
+    """The run's status from its protocols': the worst of them.
+
+    ``failed`` > ``interrupted`` > ``degraded`` (a host or broker lost
+    unasked) > ``completed``.
+    """
+    for worst in ("failed", "interrupted", "degraded"):
+        if worst in statuses:
+            return worst
+    return "completed"
+
+
 def _older(version: str, release: tuple[int, ...]) -> bool:
     parts = tuple(int(p) for p in version.split(".") if p.isdigit())
     return parts < release
@@ -1060,6 +1090,7 @@ def run_scenario(
         "scenario_source": str(scenario.source),
         "seed": scenario.seed,
         "protocols": {},
+        "protocols_planned": list(protocols),
         "versions": _versions(),
         "command": sys.argv,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -1120,14 +1151,14 @@ def run_scenario(
                         "events_dir": f"{protocol}/events",
                         "placement": pr.placement_report,
                         "lost_hosts": sorted(pr.lost_hosts),
+                        "lost_brokers": sorted(pr.lost_brokers),
+                        "killed_actors": sorted(pr.killed_actors),
                         "resources": pr.resources,
                     }
                     manifest["event_storage"]["protocols"][protocol] = pr.storage_report
                     write_manifest(mpath, manifest)
             results.append(result)
-        manifest["status"] = (
-            "completed" if all(r.status == "completed" for r in results) else "failed"
-        )
+        manifest["status"] = overall_status([r.status for r in results])
     except KeyboardInterrupt:
         manifest["status"] = "interrupted"
         raise

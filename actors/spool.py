@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from emulator.eventlog import file_checksum
 from emulator.storage import StorageError, default_spool_root, resolve
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
 
     Returns:
         ``{"logs": {file stem: {"how": "direct" | "uploaded" | "shipped",
-        "node": id, "bytes": n}}, "missing": {actor: {"node": id, "reason":
+        "node": id, "bytes": n, "crc32c": hex}}, "missing": {actor: {"node": id, "reason":
         ...}}}``; ``missing`` names actors whose log is not in the run
         directory (their node left the cluster, or a copy failed).
     """
@@ -222,7 +223,20 @@ def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
     for actor, node in actor_nodes.items():
         if actor not in present and actor not in missing and node in failed:
             missing[actor] = {"node": node, "reason": failed[node]}
+    for stem, entry in logs.items():  # what the evidence check compares with (compare)
+        if stem in present:
+            try:
+                entry["bytes"], entry["crc32c"] = _checksum(ctx, stem)
+            except (OSError, StorageError) as exc:
+                entry["checksum_error"] = _first_line(exc)
     return {"logs": dict(sorted(logs.items())), "missing": dict(sorted(missing.items()))}
+
+
+def _checksum(ctx: RunContext, stem: str) -> tuple[int, str]:
+    """Size and CRC32C of one gathered log, where the run directory is."""
+    if ctx.storage_mode == "shared" and ctx.events_url:
+        return resolve(ctx.events_url).checksum(f"{stem}.msgpack")
+    return file_checksum(Path(ctx.events_dir) / f"{stem}.msgpack")
 
 
 def _ship_node(

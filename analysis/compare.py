@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import report as rpt
+from analysis.evidence import Evidence, assess
 from emulator.storage import Location, StorageError, is_url, resolve
 
 Progress = Callable[[str], None]
@@ -93,6 +94,8 @@ class RunAnalysis:
         metrics: per protocol, from :func:`analysis.metrics.compute_metrics`.
         frames: pandas plot frames by :mod:`analysis.report` key.
         data: what was read: files, events, truncated files.
+        evidence: per protocol, whether its logs are all there and sound
+            (:mod:`analysis.evidence`).
     """
 
     run_dir: Path | str
@@ -101,6 +104,12 @@ class RunAnalysis:
     metrics: dict[str, dict[str, Any]]
     frames: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every protocol's evidence is complete."""
+        return all(e.complete for e in self.evidence.values())
 
 
 def _run_location(run_dir: Path | str) -> Location:
@@ -170,6 +179,7 @@ def analyze_run(
         CompareError: not a run directory, or an unreadable event log.
     """
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from analysis.checkers import SharedFrames, run_checkers
     from analysis.datasource import event_log_error, load_events
@@ -225,6 +235,12 @@ def analyze_run(
     protocols = sorted(
         r[0] for r in events.select("protocol").distinct().collect() if r[0] is not None
     )
+    evidence = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
+    evidence = {p: e for p, e in evidence.items() if p in protocols or not e.complete}
+    for e in evidence.values():
+        for problem in e.problems:
+            say(f"{name}: {e.protocol}: incomplete evidence: {problem}")
+    undetermined = sorted(p for p, e in evidence.items() if not e.complete)
     truncated = [f"{p} ({b} bytes)" for p, b in loaded.truncated]
     say(
         f"{name}: {n_events:,} events from {loaded.files} files; protocols "
@@ -235,7 +251,15 @@ def analyze_run(
         say(f"{name}: running the checkers")
         with ticking(say, f"{name}: running the checkers", spark):
             shared = SharedFrames(events)  # built once: checkers, metrics and plots share them
-            anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
+            anomalies = run_checkers(events, shared)
+            if undetermined:  # no verdict on evidence that is not all there
+                anomalies = anomalies.withColumn(
+                    "allowed",
+                    F.when(F.col("protocol").isin(*undetermined), F.lit(None)).otherwise(
+                        F.col("allowed")
+                    ),
+                )
+            anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
             n_anom = anomalies.count()
         say(f"{name}: {n_anom} anomaly rows; computing metrics")
         with ticking(say, f"{name}: computing metrics", spark):
@@ -256,6 +280,12 @@ def analyze_run(
         for proto, info in skew.items():
             if proto in metrics:
                 metrics[proto]["clock_skew"] = info
+        for proto, e in evidence.items():
+            if proto in metrics:
+                metrics[proto]["evidence"] = e.to_dict()
+                metrics[proto]["anomalies_undetermined"] = (
+                    sum(metrics[proto]["anomalies"].values()) if not e.complete else 0
+                )
     finally:
         events.unpersist()
         spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
@@ -264,8 +294,10 @@ def analyze_run(
         "events": n_events,
         "truncated files": len(loaded.truncated),
         "truncated bytes skipped": sum(b for _, b in loaded.truncated),
+        "damaged regions skipped": len(loaded.damage),
+        "evidence": ", ".join(f"{p} {e.verdict}" for p, e in sorted(evidence.items())),
     }
-    return RunAnalysis(run_dir, name, manifest, metrics, frames, data)
+    return RunAnalysis(run_dir, name, manifest, metrics, frames, data, evidence)
 
 
 def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -417,6 +449,30 @@ def _labels(run_dirs: Sequence[Path | str]) -> list[str]:
     return labels
 
 
+@dataclass
+class CompareOutcome:
+    """What :func:`compare_runs` wrote and found.
+
+    Attributes:
+        report_dir: the report directory.
+        evidence: per run label, per protocol, its evidence.
+    """
+
+    report_dir: Path
+    evidence: dict[str, dict[str, Evidence]]
+
+    @property
+    def incomplete(self) -> list[str]:
+        """``label/protocol`` (``protocol`` for one run) of every incomplete series."""
+        one = len(self.evidence) == 1
+        return [
+            p if one else f"{label}/{p}"
+            for label, ev in self.evidence.items()
+            for p, e in sorted(ev.items())
+            if not e.complete
+        ]
+
+
 def compare(
     run_dirs: Sequence[Path | str],
     out_dir: Path | None = None,
@@ -425,6 +481,18 @@ def compare(
     *,
     spark: Any = None,
 ) -> Path:
+    """Analyse run directories and write the comparison report (see :func:`compare_runs`)."""
+    return compare_runs(run_dirs, out_dir, spark_master, progress, spark=spark).report_dir
+
+
+def compare_runs(
+    run_dirs: Sequence[Path | str],
+    out_dir: Path | None = None,
+    spark_master: str | None = None,
+    progress: Progress | None = None,
+    *,
+    spark: Any = None,
+) -> CompareOutcome:
     """Analyse run directories and write the comparison report.
 
     Args:
@@ -439,7 +507,8 @@ def compare(
             the caller's process (``getOrCreate``).
 
     Returns:
-        The report directory (``report.md``, ``report.html``, ``metrics.json``, ``plots/``).
+        The report directory (``report.md``, ``report.html``, ``metrics.json``,
+        ``plots/``) and each protocol's evidence (:mod:`analysis.evidence`).
 
     Raises:
         CompareError: a missing or unreadable run directory or event log.
@@ -477,4 +546,4 @@ def compare(
             data[key] = v
     paths = rpt.write_report(out, metrics, frames, [a.manifest for a in analyses], data=data)
     say(f"report written: {paths.html}")
-    return out
+    return CompareOutcome(out, {a.label: a.evidence for a in analyses})

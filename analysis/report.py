@@ -590,13 +590,18 @@ def metrics_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str
 
 
 def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:
-    """Anomalies per series and kind: rows found, their total count, allowed or not."""
+    """Anomalies per series and kind: rows found, their total count, allowed or not.
+
+    ``allowed`` is empty (``None``) where the evidence is incomplete
+    (:mod:`analysis.evidence`): no verdict is given on logs that are not all there.
+    """
     cols = ["protocol", "kind", "allowed", "rows", "count", "first_s", "example"]
     if anom.empty:
         return pd.DataFrame(columns=cols)
     out: list[dict[str, Any]] = []
+    verdict = anom["allowed"].map(lambda v: "undetermined" if v is None or pd.isna(v) else bool(v))
     for (proto, kind, allowed), g in anom.groupby(
-        ["protocol", "kind", anom["allowed"].fillna(False).astype(bool)], sort=False
+        ["protocol", "kind", verdict.astype(str)], sort=False
     ):
         g = g.sort_values("t_start_ms")
         first = g.iloc[0]
@@ -614,7 +619,7 @@ def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:
             {
                 "protocol": proto,
                 "kind": kind,
-                "allowed": bool(allowed),
+                "allowed": None if allowed == "undetermined" else allowed == "True",
                 "rows": len(g),
                 "count": int(cnt),
                 "first_s": round(float(t0) / 1000.0, 3) if pd.notna(t0) else None,
@@ -624,7 +629,9 @@ def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(series)}
     df = pd.DataFrame(out, columns=cols)
     df["_o"] = df["protocol"].map(lambda p: order.get(p, len(order)))
-    return df.sort_values(["_o", "allowed", "kind"]).drop(columns="_o").reset_index(drop=True)
+    df["_a"] = df["allowed"].map(lambda v: 2 if v is None else int(bool(v)))
+    out_df = df.sort_values(["_o", "_a", "kind"]).drop(columns=["_o", "_a"])
+    return out_df.reset_index(drop=True)
 
 
 def _md_table(df: pd.DataFrame, index: bool = True) -> str:
@@ -649,7 +656,7 @@ def _html_table(df: pd.DataFrame, index: bool = True, css: str = "") -> str:
     out.append("</tr></thead><tbody>")
     for idx, row in df.iterrows():
         cls = ""
-        if "allowed" in df.columns and not bool(row["allowed"]):
+        if "allowed" in df.columns and row["allowed"] is not None and not bool(row["allowed"]):
             cls = ' class="bad"'
         out.append(f"<tr{cls}>")
         if index:
@@ -682,6 +689,22 @@ def jsonable(v: Any) -> Any:
 
 def _save(fig: Figure, path: Path) -> None:
     path.write_bytes(png_bytes(fig))
+
+
+def evidence_lines(incomplete: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The report's evidence section: a verdict line, then one ``- `` line per problem."""
+    if not incomplete:
+        return [
+            "Complete: every log the manifest lists was read whole, with matching sizes "
+            "and checksums, and every run ended normally."
+        ]
+    lines = [
+        f"INCOMPLETE EVIDENCE for {', '.join(incomplete)}: the numbers below are what the "
+        f"readable logs show; their anomalies are listed without a verdict (allowed is empty)."
+    ]
+    for s, ev in incomplete.items():
+        lines += [f"- {s}: {p}" for p in ev.get("problems") or []]
+    return lines
 
 
 def _manifest_lines(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -806,6 +829,11 @@ def write_report(
     )
     info = _manifest_lines(mans)
     data_lines = [f"{k}: {fmt(v)}" for k, v in (data or {}).items()]
+    incomplete = {
+        s: metrics[s]["evidence"]
+        for s in series
+        if s in metrics and (metrics[s].get("evidence") or {}).get("problems")
+    }
 
     # metrics.json
     mpath = out_dir / "metrics.json"
@@ -835,6 +863,7 @@ def write_report(
     # report.md
     md: list[str] = [f"# {title}", ""]
     md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
+    md += ["## Evidence", "", *evidence_lines(incomplete), ""]
     md += ["## Metrics", "", _md_table(table), ""]
     guarantees = [
         (s, str(metrics[s].get("commit_mode", "")), str(metrics[s]["delivery_guarantee"]))
@@ -876,6 +905,7 @@ def write_report(
         "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}td.num{text-align:right}"
         "th:first-child{text-align:left}thead th{background:#f0f0f0}"
         "tr.bad td{background:#fde0e0}figure{margin:1em 0}"
+        "p.incomplete{background:#fff3cd;border:1px solid #e0b000;padding:6px;font-weight:bold}"
         "figure img{max-width:100%;border:1px solid #ddd}"
         "figcaption{font-size:12px;color:#555}"
     )
@@ -886,7 +916,14 @@ def write_report(
         f"<h1>{html.escape(title)}</h1><ul>",
     ]
     h += [f"<li>{html.escape(line)}</li>" for line in info + data_lines]
-    h.append("</ul><h2>Metrics</h2>")
+    h.append('</ul><h2>Evidence</h2><div id="evidence">')
+    ev_lines = evidence_lines(incomplete)
+    cls = ' class="incomplete"' if incomplete else ""
+    h.append(f"<p{cls}>{html.escape(ev_lines[0])}</p>")
+    if len(ev_lines) > 1:
+        items = "".join(f"<li>{html.escape(x[2:])}</li>" for x in ev_lines[1:])
+        h.append(f"<ul>{items}</ul>")
+    h.append("</div><h2>Metrics</h2>")
     h.append(_html_table(table, css="metrics"))
     if guarantees:
         h.append('<h2>Delivery guarantees</h2><ul id="delivery">')
@@ -902,7 +939,8 @@ def write_report(
     else:
         h.append(
             "<p>Rows in red are anomalies the protocol does not allow "
-            "(<code>analysis.checkers.ALLOWED</code>).</p>"
+            "(<code>analysis.checkers.ALLOWED</code>); an empty <code>allowed</code> "
+            "means no verdict: that protocol's evidence is incomplete.</p>"
         )
         h.append(_html_table(summary, index=False, css="anomalies"))
     h.append("<h2>Ownership</h2>")

@@ -31,6 +31,8 @@ from emulator.storage import StorageError, is_url, resolve
 ALL_PROTOCOLS = RUN_PROTOCOLS
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_DEGRADED = 3
+"""``run``: a host or broker was lost unasked; ``compare``: incomplete evidence."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -215,7 +217,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail(f"interrupted; what was written is in {out}", 130)
     _print_summary(results, out)
-    return 0 if all(r.status == "completed" for r in results) else EXIT_FAILED
+    statuses = {r.status for r in results}
+    if statuses <= {"completed"}:
+        return 0
+    if statuses <= {"completed", "degraded"}:
+        for r in results:
+            if r.status == "degraded":
+                print(
+                    f"rebalance-emu: degraded: {r.protocol} lost what the timeline did not ask "
+                    f"for ({'; '.join(n for n in r.notes if 'was lost' in n)})",
+                    file=sys.stderr,
+                )
+        return EXIT_DEGRADED
+    return EXIT_FAILED
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -263,7 +277,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rebalance-emu compare``: the comparison report of one or more run directories."""
     dirs: list[Path | str] = [d if is_url(d) else Path(d) for d in args.run_dir]
-    code, report_dir = _compare(dirs, args.out, args.spark_master)
+    code, report_dir = _compare(dirs, args.out, args.spark_master, args.allow_incomplete)
     if report_dir is not None:
         print(f"report: {report_dir / 'report.html'}")
         print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
@@ -271,9 +285,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare(
-    run_dirs: list[Path | str], out: str | None, spark_master: str | None
+    run_dirs: list[Path | str],
+    out: str | None,
+    spark_master: str | None,
+    allow_incomplete: bool = False,
 ) -> tuple[int, Path | None]:
-    """Run :func:`analysis.compare.compare`; an exit code and the report directory."""
+    """Run :func:`analysis.compare.compare_runs`; an exit code and the report directory.
+
+    Incomplete evidence (:mod:`analysis.evidence`) exits :data:`EXIT_DEGRADED`
+    with the report written, unless ``allow_incomplete``.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         cmp = importlib.import_module("analysis.compare")
@@ -285,7 +306,7 @@ def _compare(
     except cmp.CompareError as exc:
         return _fail(str(exc), EXIT_USAGE), None
     try:
-        report_dir: Path = cmp.compare(
+        outcome = cmp.compare_runs(
             run_dirs,
             out_dir=Path(out) if out else None,
             spark_master=spark_master,
@@ -300,6 +321,20 @@ def _compare(
         return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
     finally:
         _stop_spark()
+    report_dir: Path = outcome.report_dir
+    if outcome.incomplete:
+        which = ", ".join(outcome.incomplete)
+        if allow_incomplete:
+            print(f"rebalance-emu: warning: incomplete evidence for {which}", file=sys.stderr)
+            return 0, report_dir
+        return (
+            _fail(
+                f"incomplete evidence for {which} (the report says what is missing; "
+                f"--allow-incomplete accepts it)",
+                EXIT_DEGRADED,
+            ),
+            report_dir,
+        )
     return 0, report_dir
 
 
@@ -330,7 +365,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         force=False,
     )
     code = cmd_run(ns)
-    if code not in (0, EXIT_FAILED) or not (Path(out) / "manifest.json").is_file():
+    if code not in (0, EXIT_FAILED, EXIT_DEGRADED) or not (Path(out) / "manifest.json").is_file():
         return code
     _stop_ray()
     print(
@@ -463,6 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument(
         "--out", metavar="DIR", help="report directory (default <first RUN_DIR>/report)"
+    )
+    comp.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="exit 0 even when a protocol's evidence is incomplete (logs missing, "
+        "damaged or cut short; the report says so either way)",
     )
     comp.set_defaults(func=cmd_compare)
     demo = sub.add_parser(

@@ -1,11 +1,13 @@
-"""Buffered msgpack event-log writer and a tolerant reader.
+"""Buffered msgpack event-log writer and a reader that names damage instead of guessing.
 
-A log file is a plain concatenation of msgpack maps, one per event (see
-:mod:`emulator.events`). The writer buffers packed records and appends them in
-whole records, on an interval, when the buffer is large, and at close, so a
-crash can at worst cut the *last* record short. The reader yields every
-complete record, skips and counts a truncated tail, and reports corruption by
-path and byte offset instead of guessing.
+A log file is a sequence of checksummed blocks of msgpack event maps (schema
+2, see :mod:`emulator.logformat`; schema-1 files, plain concatenations of
+maps, are still read). The writer buffers packed records and appends one
+block per flush (on an interval, when the buffer is large, and at close), and
+a closing block when it closes the log, so a crash can at worst cut the *last*
+block short and a log that was not closed says so. The reader yields every
+event of every sound block; a truncated tail is counted, a corrupt block is
+reported by path and byte offset and skipped, never a reason to drop the rest.
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 import msgpack
+from crc32c import crc32c
 
 from emulator.events import SCHEMA_VERSION, Event, EventKind, validate_event
-
-
-class _Readable(Protocol):
-    def read(self, n: int = -1, /) -> bytes: ...
+from emulator.logformat import (
+    MAX_BLOCK_BYTES,
+    Damage,
+    FileReport,
+    Readable,
+    closing_block,
+    frame,
+    walk,
+)
 
 
 class CorruptEventLog(ValueError):
@@ -37,11 +45,29 @@ class CorruptEventLog(ValueError):
 
 @dataclass
 class ReadStats:
-    """What a read saw besides the events themselves."""
+    """What a read saw besides the events themselves.
+
+    Attributes:
+        records: events read.
+        truncated_tail_bytes: bytes cut off the ends of files.
+        files: the files read, in order.
+        damage: the unreadable regions (corrupt blocks, stray bytes).
+        reports: per file, what its walk found (:class:`~emulator.logformat.FileReport`).
+    """
 
     records: int = 0
     truncated_tail_bytes: int = 0
     files: list[str] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)
+    reports: list[FileReport] = field(default_factory=list)
+
+    def add(self, report: FileReport) -> None:
+        """Count one walked file."""
+        self.records += report.records
+        self.truncated_tail_bytes += report.truncated_tail_bytes
+        self.files.append(report.path)
+        self.damage.extend(report.damage)
+        self.reports.append(report)
 
 
 class EventWriter:
@@ -80,6 +106,8 @@ class EventWriter:
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._seq = 0
+        self._records = 0  # events in the blocks written so far
+        self._blocks = 0
         self._last_flush = time.monotonic()
         self._run_id = run_id
         self._node = node
@@ -131,21 +159,34 @@ class EventWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Append the buffered records to the file as whole records."""
+        """Append the buffered records to the file as checksummed blocks (one write)."""
         if self._file is None:
             return
         if self._buf:
-            self._file.write(b"".join(self._buf))
+            blocks: list[bytes] = []
+            start = 0
+            size = 0
+            for i, rec in enumerate(self._buf):
+                if size and size + len(rec) > MAX_BLOCK_BYTES:
+                    blocks.append(frame(b"".join(self._buf[start:i]), i - start))
+                    start, size = i, 0
+                size += len(rec)
+            blocks.append(frame(b"".join(self._buf[start:]), len(self._buf) - start))
+            self._file.write(b"".join(blocks))
             self._file.flush()
+            self._records += len(self._buf)
+            self._blocks += len(blocks)
             self._buf.clear()
             self._buf_bytes = 0
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        """Flush, fsync and close; later emits raise."""
+        """Flush, append the closing block, fsync and close; later emits raise."""
         if self._file is None:
             return
         self.flush()
+        self._file.write(closing_block(self._records, self._blocks))
+        self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
@@ -165,13 +206,14 @@ class EventWriter:
 
 
 def iter_events(path: str | Path, stats: ReadStats | None = None) -> Iterator[Event]:
-    """Yield every complete event of one log file.
+    """Yield every event of one log file's sound blocks.
 
-    A truncated last record (a writer that died mid-write) is skipped and
-    counted in ``stats.truncated_tail_bytes``.
+    With ``stats``, damage and a truncated tail are recorded there and the
+    read goes on; without, damage raises (nothing is skipped unseen) and a
+    truncated tail is skipped.
 
     Raises:
-        CorruptEventLog: bytes that do not decode to a map, named by byte offset.
+        CorruptEventLog: without ``stats``, the first damage, named by byte offset.
     """
     p = str(path)
     size = os.path.getsize(p)
@@ -180,42 +222,61 @@ def iter_events(path: str | Path, stats: ReadStats | None = None) -> Iterator[Ev
 
 
 def iter_event_stream(
-    f: _Readable, name: str, size: int, stats: ReadStats | None = None
+    f: Readable, name: str, size: int, stats: ReadStats | None = None
 ) -> Iterator[Event]:
-    """Yield every complete event of an open log of ``size`` bytes, read from its start.
+    """Yield every event of an open log of ``size`` bytes, read from its start.
 
     ``f`` is any binary file object (a local file, a pyarrow input file);
-    ``name`` is the path or URL that errors and ``stats.files`` give.
-    A truncated last record is skipped and counted as :func:`iter_events` does.
+    ``name`` is the path or URL that errors and ``stats.files`` give. Damage
+    and truncation are handled as :func:`iter_events` does.
 
     Raises:
-        CorruptEventLog: bytes that do not decode to a map, named by byte offset.
+        CorruptEventLog: without ``stats``, the first damage, named by byte offset.
     """
-    offset = 0
-    # Streamed from the file: a log of any size is read in bounded memory.
-    unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=1 << 20)
-    while offset < size:
+    report = FileReport(name)
+    for block in walk(f, name, size, report):
+        assert block.payload is not None
+        got = 0
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+        unpacker.feed(block.payload)
         try:
-            obj = unpacker.unpack()
-        except msgpack.OutOfData:
-            if stats is not None:
-                stats.truncated_tail_bytes += size - offset
-            break
+            for obj in unpacker:
+                if not isinstance(obj, dict) or "kind" not in obj:
+                    raise ValueError(f"record is a {type(obj).__name__}, not an event map")
+                got += 1
+                yield obj
         except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
-            raise CorruptEventLog(name, offset, str(exc) or type(exc).__name__) from None
-        if not isinstance(obj, dict) or "kind" not in obj:
-            raise CorruptEventLog(
-                name, offset, f"record is a {type(obj).__name__}, not an event map"
+            report.damage.append(
+                Damage(
+                    name,
+                    block.offset,
+                    block.end - block.offset,
+                    f"undecodable records in a sound block: {exc}",
+                    block.records - got,
+                )
             )
-        offset = unpacker.tell()
-        if stats is not None:
-            stats.records += 1
-        yield obj
+            report.records -= block.records - got
+        if stats is None and report.damage:
+            break
     if stats is not None:
-        stats.files.append(name)
+        stats.add(report)
+    elif report.damage:
+        d = report.damage[0]
+        raise CorruptEventLog(name, d.offset, d.what)
 
 
 def read_run_events(events_dir: str | Path, stats: ReadStats | None = None) -> Iterator[Event]:
     """Yield the events of every ``*.msgpack`` file in a directory, file by file."""
     for path in sorted(Path(events_dir).glob("*.msgpack")):
         yield from iter_events(path, stats)
+
+
+def file_checksum(path: str | Path) -> tuple[int, str]:
+    """A file's size and CRC32C (hex), read in bounded memory."""
+    crc = 0
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = crc32c(chunk, crc)
+            size += len(chunk)
+    return size, f"{crc:08x}"

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 FieldType = Literal["string", "long", "double", "boolean"]
 

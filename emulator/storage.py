@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from crc32c import crc32c
+
 from emulator.eventlog import ReadStats, iter_event_stream
 from emulator.events import Event
 
@@ -204,6 +206,19 @@ class Location:
                 return bytes(f.read())
             except Exception as exc:
                 raise self._error("cannot read", rel, exc) from None
+
+    def checksum(self, rel: str) -> tuple[int, str]:
+        """File ``rel``'s size and CRC32C (hex), streamed in bounded memory."""
+        crc = 0
+        size = 0
+        with self.open_input(rel) as f:
+            try:
+                while chunk := f.read(1 << 20):
+                    crc = crc32c(bytes(chunk), crc)
+                    size += len(chunk)
+            except Exception as exc:
+                raise self._error("cannot read", rel, exc) from None
+        return size, f"{crc:08x}"
 
     def read_text(self, rel: str) -> str:
         """The whole content of file ``rel``, UTF-8."""

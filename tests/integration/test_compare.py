@@ -395,17 +395,163 @@ def test_notebook_executes(small_run: Path, tmp_path: Path) -> None:
     assert payload["series"] == PROTOCOLS
 
 
-def test_compare_names_a_corrupt_log(small_run: Path, spark: Any, tmp_path: Path) -> None:
-    from analysis.compare import CompareError, compare
+def _blocks(path: Path) -> list[Any]:
+    from emulator.logformat import FileReport, walk
 
+    with open(path, "rb") as f:
+        return list(walk(f, str(path), path.stat().st_size, FileReport(str(path))))
+
+
+def _copy(small_run: Path, tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(small_run, run, ignore=shutil.ignore_patterns("report", "zk"))
-    bad = run / "consumer" / "events" / "zz-bad.msgpack"
-    bad.write_bytes(b"\xc1\xc1\xc1")
-    with pytest.raises(CompareError, match=r"zz-bad\.msgpack at byte 0") as info:
-        compare([run], spark=spark, progress=lambda _m: None)
-    assert "\n" not in str(info.value)
-    assert not (run / "report").exists()
+    return run
+
+
+def _damage(run: Path, case: str) -> list[str]:
+    """Damage ``run``'s consumer logs as ``case`` says; the exact problems expected."""
+    from analysis.evidence import affects
+
+    ev = run / "consumer" / "events"
+    host, prod = ev / "host-0.msgpack", ev / "producer-0.msgpack"
+    data = host.read_bytes()
+    size = len(data)
+    blocks = _blocks(host)
+    b = blocks[len(blocks) // 2]
+    listed = json.loads((run / "manifest.json").read_text())["event_storage"]["protocols"][
+        "consumer"
+    ]["logs"]
+    if case == "truncated":
+        cut = b.offset + 30
+        host.write_bytes(data[:cut])
+        return [
+            f"log host-0 is {cut:,} bytes, the manifest lists {size:,}: changed after the run",
+            f"log host-0 is cut short: its last {cut - b.offset:,} bytes are an unfinished write",
+        ]
+    if case in ("bit_flip", "length_byte"):
+        bad = bytearray(data)
+        at = b.first + 11 if case == "bit_flip" else b.offset + 5
+        bad[at] ^= 0x01 if case == "bit_flip" else 0x7F
+        host.write_bytes(bytes(bad))
+        from crc32c import crc32c
+
+        what = (
+            f"payload checksum mismatch ({b.end - b.offset:,} bytes, {b.records:,} events skipped)"
+            if case == "bit_flip"
+            else f"bad block header ({b.end - b.offset:,} bytes skipped)"
+        )
+        return [
+            f"log host-0 changed after the run (CRC32C {crc32c(bytes(bad)):08x}, "
+            f"the manifest lists {listed['host-0']['crc32c']})",
+            f"log host-0 is damaged at byte {b.offset:,}: {what}: {affects('host-0')}",
+        ]
+    if case == "garbage":
+        host.write_bytes(data + b"\x00\x01junk" * 10)
+        return [
+            f"log host-0 is {size + 60:,} bytes, the manifest lists {size:,}: "
+            "changed after the run",
+            f"log host-0 is damaged at byte {size:,}: bytes outside any block "
+            f"(60 bytes skipped): {affects('host-0')}",
+        ]
+    if case == "deleted":
+        n = prod.stat().st_size
+        prod.unlink()
+        return [
+            f"log producer-0 is missing (the manifest lists {n:,} bytes): {affects('producer')}"
+        ]
+    if case == "empty":
+        host.write_bytes(b"")
+        return [
+            f"log host-0 is 0 bytes, the manifest lists {size:,}: changed after the run",
+            f"log host-0 is empty: {affects('host-0')}",
+        ]
+    if case == "unlisted":
+        shutil.copy(prod, ev / "zz-extra.msgpack")
+        return ["log zz-extra is not listed in the manifest"]
+    if case == "interrupted":
+        m = json.loads((run / "manifest.json").read_text())
+        m["status"] = "interrupted"
+        m["protocols"]["consumer"]["status"] = "interrupted"
+        (run / "manifest.json").write_text(json.dumps(m))
+        return ["the run was interrupted: its logs stop where it was stopped"]
+    if case == "never_finished":
+        m = json.loads((run / "manifest.json").read_text())
+        m["status"] = "running"
+        del m["protocols"]["consumer"]
+        (run / "manifest.json").write_text(json.dumps(m))
+        return ["the run never finished (its manifest still says running: the CLI was killed)"]
+    raise AssertionError(case)
+
+
+DAMAGE_CASES = (
+    "truncated",
+    "bit_flip",
+    "length_byte",
+    "garbage",
+    "deleted",
+    "empty",
+    "unlisted",
+    "interrupted",
+    "never_finished",
+)
+
+
+def test_a_fresh_run_has_complete_evidence(small_run: Path) -> None:
+    """Every log of a real run is closed, listed with its size and checksum, and whole."""
+    from analysis.evidence import assess_run_dir
+
+    ev = assess_run_dir(small_run)
+    assert sorted(ev) == sorted(PROTOCOLS)
+    assert {p: e.problems for p, e in ev.items()} == {p: [] for p in PROTOCOLS}
+    m = json.loads((small_run / "manifest.json").read_text())
+    for p in PROTOCOLS:
+        logs = m["event_storage"]["protocols"][p]["logs"]
+        assert {"orchestrator", "producer-0", "broker-0", "host-0"} <= set(logs)
+        assert all(len(v["crc32c"]) == 8 and v["bytes"] > 0 for v in logs.values())
+
+
+@pytest.mark.parametrize("case", DAMAGE_CASES)
+def test_damaged_run_directories_get_exact_verdicts(
+    small_run: Path, tmp_path: Path, case: str
+) -> None:
+    from analysis.evidence import INCOMPLETE, assess_run_dir
+
+    run = _copy(small_run, tmp_path)
+    want = _damage(run, case)
+    ev = assess_run_dir(run)
+    assert ev["consumer"].verdict == INCOMPLETE
+    assert ev["consumer"].problems == want
+    others = [p for p in PROTOCOLS if p != "consumer"]
+    assert all(ev[p].complete for p in others)  # damage to one protocol's logs stays there
+
+
+def test_compare_of_damaged_logs_gives_no_verdict_and_exits_3(
+    small_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulator.cli import main
+
+    run = _copy(small_run, tmp_path)
+    want = _damage(run, "bit_flip")
+    assert main(["compare", str(run), "--out", str(tmp_path / "rep")]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "rebalance-emu: error: incomplete evidence for consumer (the report says what is "
+        "missing; --allow-incomplete accepts it)"
+    )
+    payload = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    consumer = payload["metrics"]["consumer"]
+    assert consumer["evidence"]["verdict"] == "incomplete evidence"
+    assert consumer["evidence"]["problems"] == want
+    assert consumer["anomalies_not_allowed"] == 0
+    assert all(
+        a["allowed"] is None for a in payload["anomalies"] if a["protocol"] == "consumer"
+    )
+    assert payload["metrics"]["zookeeper"]["evidence"]["verdict"] == "complete"
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "INCOMPLETE EVIDENCE for consumer" in md and want[1] in md
+    assert 'class="incomplete"' in (tmp_path / "rep" / "report.html").read_text()
+    assert main(["compare", str(run), "--out", str(tmp_path / "rep2"), "--allow-incomplete"]) == 0
+    assert "warning: incomplete evidence for consumer" in capsys.readouterr().err
 
 
 def test_compare_cli_errors_are_one_line(

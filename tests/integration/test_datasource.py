@@ -22,6 +22,7 @@ from analysis.datasource import (
 from analysis.schema import SOURCE_FILE, arrow_schema, column_names, spark_schema
 from emulator.eventlog import CorruptEventLog, EventWriter, iter_events
 from emulator.events import FIELDS, EventKind
+from emulator.logformat import frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,6 +40,7 @@ def _writer(path: Path, actor: str, protocol: str) -> EventWriter:
         protocol=protocol,
         emu_clock=lambda: float(next(clock)),
         validate=True,
+        flush_bytes=600,  # many small blocks: segments can be cut between them
     )
 
 
@@ -85,7 +87,7 @@ def _record(**fields: Any) -> bytes:
     return packed
 
 
-TRUNC_BYTES = 17
+TRUNC_BYTES = 37  # a block header and 17 bytes of its record
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +101,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, C
     )
     prod = root / "zookeeper/events/producer-0.msgpack"
     counts["zookeeper"].update(_producer_log(prod, "zookeeper", 250))
-    with open(prod, "ab") as f:  # a writer that died mid-record
-        f.write(_record(topic="t", partition=0, offset_start=0, offset_end=1)[:TRUNC_BYTES])
+    with open(prod, "ab") as f:  # a writer that died mid-block
+        block = frame(_record(topic="t", partition=0, offset_start=0, offset_end=1), 1)
+        f.write(block[:TRUNC_BYTES])
     counts["consumer"].update(
         _host_log(root / "consumer/events/host-0.msgpack", "consumer", "c-1", 7)
     )
@@ -144,11 +147,14 @@ def test_plan_cuts_at_record_boundaries_and_finds_the_tail(
     assert whole.records == 250
     assert whole.truncated_bytes == TRUNC_BYTES
     assert whole.truncated_at == size - TRUNC_BYTES
-    assert len(whole.segments) == 1 and whole.segments[0].end == size - TRUNC_BYTES
+    assert whole.report.closed is False and whole.report.damage == []
+    assert len(whole.segments) == 1 and whole.segments[0].tail_at == size - TRUNC_BYTES
+    assert whole.segments[0].end < size - TRUNC_BYTES  # the closing block lies between
     cut = plan_file(prod, "p", 1000)
     assert len(cut.segments) > 5
     assert sum(s.records for s in cut.segments) == 250
     assert [s.start for s in cut.segments[1:]] == [s.end for s in cut.segments[:-1]]
+    assert all(s.framed for s in cut.segments)
     assert [s.truncated for s in cut.segments] == [0] * (len(cut.segments) - 1) + [TRUNC_BYTES]
     # every segment decodes on its own to exactly its records, in order
     seqs: list[int] = []
@@ -255,21 +261,41 @@ def _corrupt_run(root: Path, bad: bytes) -> tuple[Path, int]:
 @pytest.mark.spark
 @pytest.mark.parametrize(
     ("bad", "why"),
-    [(b"\xc1\x00\x00", "does not start a map"), (msgpack.packb(7), "does not start a map")],
+    [(b"\xc1\x00\x00", "does not start an event map"), (msgpack.packb(7), "does not start")],
 )
-def test_corrupt_framing_fails_load_with_path_and_offset(
+def test_schema_1_damage_is_listed_with_path_and_offset(
     spark: SparkSession, tmp_path: Path, bad: bytes, why: str
 ) -> None:
     path, offset = _corrupt_run(tmp_path, bad)
     with pytest.raises(CorruptEventLog) as ref:
         list(iter_events(path))
     assert ref.value.offset == offset  # the reference reader agrees on the offset
-    with pytest.raises(EventLogError, match=why) as info:
-        load_events(spark, tmp_path)
-    assert info.value.path == str(path)
-    assert info.value.offset == offset
-    assert str(info.value) == str(info.value).splitlines()[0]
-    assert f"{path} at byte {offset}" in str(info.value)
+    le = load_events(spark, tmp_path)  # schema 1 cannot resume: the rest of the file is damage
+    (d,) = le.damage
+    assert (d.path, d.offset) == (str(path), offset) and why in d.what
+    assert d.length == path.stat().st_size - offset
+    assert le.events.count() == 5 + 4
+    with pytest.raises(Exception, match="corrupt event log"):  # a plain read does not skip it
+        spark.read.format("rebalance-events").load(str(tmp_path)).count()
+
+
+@pytest.mark.spark
+def test_a_flipped_bit_loses_one_block_and_is_named(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
+    path = tmp_path / "zookeeper/events/producer-0.msgpack"
+    _producer_log(path, "zookeeper", 250)
+    plan = plan_file(path, "p", 0)
+    blocks = plan.report.blocks
+    assert blocks > 3
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    le = load_events(spark, tmp_path)
+    (d,) = le.damage
+    assert d.path == str(path) and d.offset < len(data) // 2 < d.offset + d.length
+    assert d.records is not None and 0 < d.records < 250
+    assert le.records == 250 - d.records == le.events.count()
+    assert len(le.plans[0].segments) == 2  # read around the damaged block
 
 
 @pytest.mark.spark

@@ -8,8 +8,15 @@ import msgpack
 import pytest
 
 from emulator.clock import FakeClock
-from emulator.eventlog import CorruptEventLog, EventWriter, ReadStats, iter_events
+from emulator.eventlog import (
+    CorruptEventLog,
+    EventWriter,
+    ReadStats,
+    file_checksum,
+    iter_events,
+)
 from emulator.events import FIELDS, SCHEMA_VERSION, EventError, EventKind, validate_event
+from emulator.logformat import HEADER_BYTES
 
 
 def _writer(path: Path, clock: FakeClock, **kw: object) -> EventWriter:
@@ -55,18 +62,112 @@ def test_buffered_until_flush(tmp_path: Path) -> None:
         w.emit(EventKind.RUN_FINISHED)
 
 
-def test_truncated_tail_is_skipped_and_counted(tmp_path: Path) -> None:
-    path = tmp_path / "a.msgpack"
-    w = _writer(path, FakeClock())
-    for i in range(5):
-        w.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=i, offset_end=i + 1)
+def _three_blocks(path: Path) -> list[int]:
+    """A closed log of three flushed blocks of 4 events; the blocks' byte offsets."""
+    w = _writer(path, FakeClock(), flush_interval_s=3600.0)
+    starts = []
+    for b in range(3):
+        starts.append(path.stat().st_size)
+        for i in range(4):
+            n = b * 4 + i
+            w.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=n, offset_end=n + 1)
+        w.flush()
     w.close()
-    data = path.read_bytes()
-    path.write_bytes(data[:-7])  # a writer that died mid-record
+    return starts
+
+
+def _read(path: Path) -> tuple[list[int], ReadStats]:
     stats = ReadStats()
     evs = list(iter_events(path, stats))
-    assert len(evs) == 4 and stats.records == 4
-    assert 0 < stats.truncated_tail_bytes < len(data) // 5 + 1
+    return [int(e["offset_start"]) for e in evs], stats
+
+
+def test_closed_log_reads_whole_and_says_closed(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    _three_blocks(path)
+    got, stats = _read(path)
+    assert got == list(range(12))
+    (rep,) = stats.reports
+    assert rep.version == 2 and rep.closed is True and rep.blocks == 3
+    assert not stats.damage and stats.truncated_tail_bytes == 0
+    assert file_checksum(path) == (path.stat().st_size, rep.checksum)
+
+
+def test_truncated_tail_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    starts = _three_blocks(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: starts[2] + 30])  # the writer died inside its third block
+    got, stats = _read(path)
+    assert got == list(range(8))
+    assert stats.truncated_tail_bytes == 30 and not stats.damage
+    assert stats.reports[0].closed is False
+
+
+def test_a_log_without_its_closing_block_is_not_closed(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    _three_blocks(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: -HEADER_BYTES - 5])  # the closing block cut
+    got, stats = _read(path)
+    assert got == list(range(12)) and stats.reports[0].closed is False
+
+
+def test_bit_flip_skips_one_block_and_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    starts = _three_blocks(path)
+    data = bytearray(path.read_bytes())
+    data[starts[1] + HEADER_BYTES + 17] ^= 0x04  # one bit inside the second block's events
+    path.write_bytes(bytes(data))
+    got, stats = _read(path)
+    assert got == [0, 1, 2, 3, 8, 9, 10, 11]
+    (d,) = stats.damage
+    assert (d.offset, d.length, d.records) == (starts[1], starts[2] - starts[1], 4)
+    assert "payload checksum mismatch" in d.describe() and str(path) in d.describe()
+    with pytest.raises(CorruptEventLog, match=f"at byte {starts[1]}: payload checksum"):
+        list(iter_events(path))  # without stats, damage is never skipped unseen
+
+
+def test_corrupt_length_byte_loses_one_block_not_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    starts = _three_blocks(path)
+    data = bytearray(path.read_bytes())
+    data[starts[1] + 5] ^= 0xFF  # the second block's payload length
+    path.write_bytes(bytes(data))
+    got, stats = _read(path)
+    assert got == [0, 1, 2, 3, 8, 9, 10, 11]
+    (d,) = stats.damage
+    assert d.what == "bad block header" and d.offset == starts[1] and d.records is None
+    assert stats.reports[0].closed is True  # the closing block is still sound
+
+
+def test_appended_garbage_is_damage_not_a_truncated_tail(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    _three_blocks(path)
+    size = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(b"\x00garbage" * 100)
+    got, stats = _read(path)
+    assert got == list(range(12)) and stats.truncated_tail_bytes == 0
+    (d,) = stats.damage
+    assert (d.offset, d.length, d.what) == (size, 800, "bytes outside any block")
+
+
+def test_empty_file_has_no_version(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    path.write_bytes(b"")
+    got, stats = _read(path)
+    assert got == [] and stats.reports[0].version == 0 and stats.reports[0].closed is None
+
+
+def test_schema_1_logs_are_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    recs = [{"kind": "produced", "v": 1, "offset_start": i} for i in range(3)]
+    data = b"".join(msgpack.packb(r) for r in recs)
+    path.write_bytes(data[:-2])
+    got, stats = _read(path)
+    assert got == [0, 1] and stats.reports[0].version == 1 and stats.reports[0].closed is None
+    assert stats.truncated_tail_bytes == len(msgpack.packb(recs[2])) - 2
 
 
 def test_corrupt_record_reported_with_offset(tmp_path: Path) -> None:
@@ -77,6 +178,8 @@ def test_corrupt_record_reported_with_offset(tmp_path: Path) -> None:
         list(iter_events(path))
     assert info.value.offset == len(good)
     assert f"at byte {len(good)}" in str(info.value)
+    stats = ReadStats()  # schema 1 has no framing to resume at: the rest is damage
+    assert len(list(iter_events(path, stats))) == 1 and stats.damage[0].offset == len(good)
 
 
 def test_every_field_has_a_spark_type() -> None:
