@@ -37,6 +37,12 @@ of a :class:`kazoo.client.KazooClient`:
   idioms on top (``createEphemeralPathExpectConflict[HandleZKBug]``,
   ``updatePersistentPath``, ``deletePath``, ``readDataMaybeNull`` ...), each
   operation under ``retryUntilConnected``.
+* **Auth.** With a :class:`~zk_registry.auth.ZkAuth` (``--zk-auth``) a client
+  authenticates as that digest identity on every connection and creates every
+  znode with an ACL for that identity only; without one, znodes are
+  ``world:anyone`` as before.
+* **Cleanup.** :func:`delete_chroot` deletes a run's chroot and its emptied
+  parents on an external ZooKeeper, bounded in time.
 * **asyncio.** ``get_async``, ``get_children_async``, ``create_async``,
   ``set_async``, ``delete_async``, ``exists_async`` await kazoo's
   ``IAsyncResult`` through ``rawlink`` + ``loop.call_soon_threadsafe``: hundreds
@@ -59,7 +65,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
@@ -68,24 +74,35 @@ from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
     ConnectionClosedError,
     ConnectionLoss,
+    KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     SessionExpiredError,
 )
+from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.protocol.serialization import Connect  # type: ignore[import-untyped]
 from kazoo.protocol.states import EventType, KazooState  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+
+from zk_registry.auth import ZkAuth, parse_zk_auth
+from zk_registry.server import ZooKeeperError, parse_connect_string
 
 __all__ = [
     "RETRIABLE_ERRORS",
     "Dispatch",
     "EphemeralConflict",
     "WatchEvent",
+    "ZkAuth",
+    "ZkCleanupError",
     "ZkClient",
     "ZkOpCounter",
     "ZkUtils",
     "ZkWatch",
     "asyncio_dispatch",
+    "delete_chroot",
+    "parse_zk_auth",
     "session_id_hex",
 ]
 
@@ -382,6 +399,9 @@ class ZkClient:
         client_id: ``(session_id, password)`` to resume a session.
         connection_retry: kazoo's reconnect policy; default retries forever
             with a capped back-off of 1 s.
+        auth: a digest identity: sent on every (re)connection, and every znode
+            this client creates gets an ACL for that identity only. None: no
+            auth, znodes are ``world:anyone`` (ZooKeeper's default).
     """
 
     def __init__(
@@ -396,6 +416,7 @@ class ZkClient:
         counter: ZkOpCounter | None = None,
         client_id: tuple[int, bytes] | None = None,
         connection_retry: KazooRetry | None = None,
+        auth: ZkAuth | None = None,
     ) -> None:
         hosts = connect
         if chroot:
@@ -405,6 +426,7 @@ class ZkClient:
         self.connect_string: str = hosts
         self.session_timeout_s = float(session_timeout_s)
         self.counter = counter if counter is not None else ZkOpCounter()
+        self.auth = auth
         self.negotiated_session_timeout_ms: int | None = None
         self.session_id: int | None = None
         self.sessions = 0  # sessions established so far
@@ -425,6 +447,8 @@ class ZkClient:
             timeout=self.session_timeout_s,
             client_id=client_id,
             connection_retry=retry,
+            auth_data=None if auth is None else auth.auth_data,
+            default_acl=None if auth is None else auth.acl(),
         )
         self._hook_negotiated_timeout()
         self.kazoo.add_listener(self._listener)
@@ -936,16 +960,12 @@ class ZkUtils:
         """
         try:
             _, stat = await self._retry(
-                lambda: self.client.create_with_stat_async(
-                    path, data, ephemeral=True, tally=tally
-                )
+                lambda: self.client.create_with_stat_async(path, data, ephemeral=True, tally=tally)
             )
         except NoNodeError:
             await self.create_parent_path(path, tally)
             _, stat = await self._retry(
-                lambda: self.client.create_with_stat_async(
-                    path, data, ephemeral=True, tally=tally
-                )
+                lambda: self.client.create_with_stat_async(path, data, ephemeral=True, tally=tally)
             )
         return int(stat.czxid)
 
@@ -1043,3 +1063,215 @@ class ZkUtils:
         except NoNodeError:
             return False
         return True
+
+
+# --------------------------------------------------------------------------- chroot cleanup
+
+#: Deletes issued at once per round trip batch by :func:`delete_chroot`.
+_DELETE_BATCH = 500
+
+
+class ZkCleanupError(ZooKeeperError):
+    """:func:`delete_chroot` could not delete the whole chroot (one-line message).
+
+    Attributes:
+        deleted: znodes it did delete.
+        remaining: paths it saw but could not delete, with the reason.
+    """
+
+    def __init__(self, message: str, deleted: int, remaining: dict[str, str]) -> None:
+        super().__init__(message)
+        self.deleted = deleted
+        self.remaining = remaining
+
+
+class _Deadline(Exception):
+    pass
+
+
+def _wait_result(result: Any, deadline: float) -> Any:
+    try:
+        return result.get(timeout=max(0.001, deadline - time.monotonic()))
+    except KazooTimeoutError:
+        raise _Deadline from None
+
+
+def _normalize_chroot(chroot: str, base: str) -> str:
+    path = "/" + chroot.strip().strip("/")
+    if not chroot.strip().startswith("/") or path == "/" or "//" in path:
+        raise ValueError(f"refusing to delete chroot {chroot!r}: give an absolute path below '/'")
+    if not base and (path == "/zookeeper" or path.startswith("/zookeeper/")):
+        raise ValueError(f"refusing to delete {path!r}: ZooKeeper's own subtree")
+    return path
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _delete_tree(kz: Any, root: str, deadline: float, problems: dict[str, str]) -> int:
+    """One pass: list the tree breadth-first, delete it deepest level first (pipelined)."""
+    levels: list[list[str]] = []
+    level = [root]
+    while level:
+        listed = [(p, kz.get_children_async(p)) for p in level]
+        present: list[str] = []
+        below: list[str] = []
+        for path, result in listed:
+            try:
+                children = _wait_result(result, deadline)
+            except NoNodeError:
+                continue
+            except NoAuthError:
+                problems[path] = "not readable with these credentials (NoAuth)"
+            except KazooException as exc:
+                problems[path] = f"listing failed: {type(exc).__name__}"
+            else:
+                below.extend(f"{path}/{child}" for child in children)
+            present.append(path)
+        if present:
+            levels.append(present)
+        level = below
+    deleted = 0
+    for paths in reversed(levels):
+        for start in range(0, len(paths), _DELETE_BATCH):
+            issued = [(p, kz.delete_async(p)) for p in paths[start : start + _DELETE_BATCH]]
+            for path, result in issued:
+                try:
+                    _wait_result(result, deadline)
+                except NoNodeError:
+                    problems.pop(path, None)
+                except NotEmptyError:
+                    problems.setdefault(path, "not empty (a child appeared meanwhile)")
+                except NoAuthError:
+                    problems[path] = "no DELETE permission on its parent (NoAuth)"
+                except KazooException as exc:
+                    problems[path] = f"delete failed: {type(exc).__name__}"
+                else:
+                    deleted += 1
+                    problems.pop(path, None)
+    return deleted
+
+
+def _prune_parents(kz: Any, root: str, deadline: float) -> int:
+    """Delete the now-empty ancestors of ``root``, deepest first, never ``/``."""
+    deleted = 0
+    path = _parent(root)
+    while path != "/":
+        try:
+            _wait_result(kz.delete_async(path), deadline)
+        except NoNodeError:
+            pass
+        except KazooException:  # NotEmpty (still in use), NoAuth, ConnectionLoss: stop here
+            break
+        else:
+            deleted += 1
+        path = _parent(path)
+    return deleted
+
+
+def delete_chroot(
+    connect: str | Sequence[str],
+    chroot: str,
+    timeout_s: float = 30.0,
+    auth: ZkAuth | None = None,
+    *,
+    prune_parents: bool = True,
+    attempts: int = 5,
+) -> int:
+    """Delete a run's chroot recursively, and then its ancestors that are left empty.
+
+    Meant for after a run, once its clients have stopped. The tree is listed
+    breadth-first and deleted deepest level first with pipelined requests. A
+    node that gains a child meanwhile (an ephemeral of a session that is still
+    alive, or is being re-created) fails with NotEmpty, and the pass is repeated
+    up to ``attempts`` times with a short back-off. With ``prune_parents``,
+    ancestors are then deleted deepest first while they are empty: for
+    ``/rebalance-emu/<run_id>/<protocol>`` that removes ``/rebalance-emu/<run_id>``
+    and ``/rebalance-emu`` unless another run or protocol still uses them.
+    ``/`` is never deleted, nor anything outside the chroot's ancestry.
+
+    Args:
+        connect: ``host:port,...`` (a connect string, or a list of members). A
+            chroot in the connect string is honoured: ``chroot`` is then relative
+            to it, and pruning stops below it.
+        chroot: the absolute path to delete (``/rebalance-emu/<run_id>/<protocol>``).
+        timeout_s: bound on the whole call, connecting included.
+        auth: the digest identity the run created its znodes with (``--zk-auth``).
+        prune_parents: also delete emptied ancestors.
+        attempts: passes over the tree before giving up on what keeps coming back.
+
+    Returns:
+        The number of znodes deleted (the tree and the pruned ancestors); 0 if
+        there was nothing to delete.
+
+    Raises:
+        ValueError: ``chroot`` is ``/``, relative, or ZooKeeper's ``/zookeeper``.
+        ZooKeeperError: no connection within ``timeout_s``.
+        ZkCleanupError: something was left (NoAuth, a live session re-creating
+            nodes) or ``timeout_s`` ran out; ``deleted`` and ``remaining`` say what.
+    """
+    text = connect if isinstance(connect, str) else ",".join(connect)
+    hosts, base = parse_connect_string(text)
+    root = _normalize_chroot(chroot, base)
+    target = ",".join(hosts) + base
+    deadline = time.monotonic() + timeout_s
+    kz = KazooClient(
+        hosts=target,
+        timeout=min(10.0, max(2.0, timeout_s)),
+        auth_data=None if auth is None else auth.auth_data,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=0.5),
+    )
+    deleted = 0
+    problems: dict[str, str] = {}
+    try:
+        try:
+            kz.start(timeout=max(0.01, deadline - time.monotonic()))
+        except KazooTimeoutError:
+            raise ZooKeeperError(
+                f"cannot connect to ZooKeeper at {target} within {timeout_s:g}s to delete {root}"
+            ) from None
+        except KazooException as exc:
+            raise ZooKeeperError(
+                f"cannot connect to ZooKeeper at {target} to delete {root}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            for attempt in range(max(1, attempts)):
+                problems.clear()
+                deleted += _delete_tree(kz, root, deadline, problems)
+                try:
+                    gone = _wait_result(kz.exists_async(root), deadline) is None
+                except KazooException as exc:
+                    problems.setdefault(root, f"exists failed: {type(exc).__name__}")
+                    gone = False
+                if gone:
+                    break
+                pause = min(0.1 * 2**attempt, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+            else:
+                path, why = next(
+                    ((p, w) for p, w in sorted(problems.items()) if not w.startswith("not empty")),
+                    next(iter(sorted(problems.items())), (root, "still exists")),
+                )
+                raise ZkCleanupError(
+                    f"could not delete {root} on {target} after {attempts} attempts: "
+                    f"{len(problems)} znode(s) left, e.g. {path}: {why}",
+                    deleted,
+                    dict(problems),
+                )
+            if prune_parents:
+                deleted += _prune_parents(kz, root, deadline)
+        except _Deadline:
+            raise ZkCleanupError(
+                f"deleting {root} on {target} timed out after {timeout_s:g}s "
+                f"({deleted} znode(s) deleted)",
+                deleted,
+                dict(problems) or {root: "timed out"},
+            ) from None
+        return deleted
+    finally:
+        with contextlib.suppress(Exception):
+            kz.stop()
+        with contextlib.suppress(Exception):
+            kz.close()

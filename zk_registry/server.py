@@ -23,7 +23,16 @@ scaled Kafka session timeout so that it lies inside those bounds, and
 Safety: every wait is bounded, shutdown is SIGTERM then SIGKILL after a
 bound, and an ``atexit`` hook kills the members of every ensemble that was not
 stopped (unless it was started ``detached``, as the ``zk start`` CLI does).
-Nothing here imports kazoo; the four-letter words are read over a plain socket.
+``atexit`` does not run when the owning process is SIGKILLed or OOM-killed, so
+an ensemble that is ``bound_to_parent`` (the default unless ``detached``) also
+has a watchdog process that kills its members when the owner dies; see
+:class:`ZooKeeperEnsemble`.
+
+:func:`probe_zookeeper` checks, within a bound, that a user-given connect string
+names a ZooKeeper server (a real session handshake, closed again at once).
+
+Nothing here imports kazoo; the four-letter words and the handshake are spoken
+over a plain socket.
 """
 
 from __future__ import annotations
@@ -33,10 +42,13 @@ import contextlib
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -45,12 +57,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
+from zk_registry import _watchdog
+
 __all__ = [
     "DEFAULT_TICK_TIME_MS",
     "FOUR_LETTER_WORDS",
     "HOST",
     "MAIN_CLASS",
     "MEMBER_MARKER",
+    "OWNER_ARG",
     "MemberPorts",
     "MemberStatus",
     "ZooKeeperEnsemble",
@@ -63,9 +78,11 @@ __all__ = [
     "java_executable",
     "member_status_from_srvr",
     "negotiated_session_timeout_ms",
+    "parse_connect_string",
     "parse_cons_timeouts",
     "parse_srvr",
     "pid_alive",
+    "probe_zookeeper",
     "terminate_pid",
     "tick_time_for",
     "zookeeper_classpath",
@@ -100,6 +117,13 @@ _POLL_S = 0.05
 _PORT_RETRIES = 3
 #: JVM argument that tags a member process with its directory (for safe kill by pid).
 MEMBER_MARKER = "-Dzk_registry.member="
+#: JVM argument that tags a member with its ensemble object's token (for the watchdog).
+OWNER_ARG = _watchdog.OWNER_ARG
+#: After the owner dies, the watchdog waits this long after SIGTERM before SIGKILL.
+WATCHDOG_GRACE_S = 1.0
+_WATCHDOG_SCRIPT = Path(_watchdog.__file__).resolve()
+#: Default client port when a connect-string member has none (as kazoo and Java).
+DEFAULT_CLIENT_PORT = 2181
 
 
 class ZooKeeperError(RuntimeError):
@@ -286,6 +310,219 @@ def parse_cons_timeouts(text: str) -> dict[int, int]:
     return out
 
 
+# --------------------------------------------------------------------------- probing
+
+
+def parse_connect_string(connect: str) -> tuple[list[str], str]:
+    """Split ``host:port[,host:port...][/chroot]`` into members and chroot.
+
+    Each member is returned as ``host:port`` (port :data:`DEFAULT_CLIENT_PORT`
+    if omitted; IPv6 as ``[addr]:port``); the chroot is ``""`` or an absolute
+    path without a trailing slash.
+
+    Raises:
+        ValueError: with one line naming what is wrong.
+    """
+    text = connect.strip()
+    hosts_part, slash, chroot = text.partition("/")
+    chroot = (slash + chroot).rstrip("/") if slash else ""
+    if chroot and ("//" in chroot or any(c in (".", "..") for c in chroot.split("/")[1:])):
+        raise ValueError(f"ZooKeeper connect string {connect!r}: invalid chroot {chroot!r}")
+    hosts: list[str] = []
+    for raw in hosts_part.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        host, port = _split_host_port(entry, connect)
+        hosts.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    if not hosts:
+        raise ValueError(f"ZooKeeper connect string {connect!r} has no host:port")
+    return hosts, chroot
+
+
+def _split_host_port(entry: str, connect: str) -> tuple[str, int]:
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"ZooKeeper connect string {connect!r}: bad member {entry!r}")
+    elif entry.count(":") == 1:
+        host, _, port_text = entry.partition(":")
+    elif ":" in entry:
+        host, port_text = entry, ""  # a bare IPv6 address
+    else:
+        host, port_text = entry, ""
+    if not host:
+        raise ValueError(f"ZooKeeper connect string {connect!r}: member {entry!r} has no host")
+    try:
+        port = int(port_text) if port_text else DEFAULT_CLIENT_PORT
+    except ValueError:
+        raise ValueError(
+            f"ZooKeeper connect string {connect!r}: member {entry!r} has a bad port"
+        ) from None
+    if not 0 < port < 65536:
+        raise ValueError(f"ZooKeeper connect string {connect!r}: port {port} out of range")
+    return host, port
+
+
+#: The ConnectRequest timeout the probe asks for (the server clamps it); short,
+#: so that a session left behind by a lost closeSession expires soon.
+_PROBE_SESSION_TIMEOUT_MS = 4000
+_CLOSE_SESSION_OP = -11
+
+
+class _NotZooKeeper(Exception):
+    """The member accepted TCP but did not complete a ZooKeeper handshake."""
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionAbortedError(buf)
+        buf += chunk
+    return buf
+
+
+def _handshake(host: str, port: int, deadline: float) -> int:
+    """One ZooKeeper session handshake, then closeSession. Returns the negotiated timeout.
+
+    Raises:
+        OSError: the member could not be reached (refused, unroutable, DNS).
+        _NotZooKeeper: it accepted TCP but did not answer as ZooKeeper does.
+    """
+    timeout = max(0.01, deadline - time.monotonic())
+    sock = socket.create_connection((host, port), timeout=timeout)
+    with sock:
+        # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly.
+        body = struct.pack(">iqiqi", 0, 0, _PROBE_SESSION_TIMEOUT_MS, 0, 16) + bytes(16) + b"\0"
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            head = _recv_exact(sock, 4, deadline)
+        except TimeoutError:
+            raise _NotZooKeeper("no answer to a ZooKeeper handshake") from None
+        except ConnectionError:  # EOF (ConnectionAbortedError from _recv_exact), reset, EPIPE
+            raise _NotZooKeeper(
+                "closed the connection without a ZooKeeper handshake "
+                "(not ZooKeeper, or a member that is not serving)"
+            ) from None
+        except OSError as exc:
+            raise _NotZooKeeper(f"connection failed during the handshake: {exc}") from None
+        (length,) = struct.unpack(">i", head)
+        # ConnectResponse: protocolVersion, timeOut, sessionId, passwd (16 bytes), [readOnly].
+        if not 36 <= length <= 64:
+            raise _NotZooKeeper(f"answered something else than a ZooKeeper handshake ({head!r}...)")
+        try:
+            resp = _recv_exact(sock, length, deadline)
+        except (TimeoutError, OSError):
+            raise _NotZooKeeper("incomplete ZooKeeper handshake answer") from None
+        version, negotiated, session_id, pw_len = struct.unpack(">iiqi", resp[:20])
+        if version != 0 or pw_len != 16 or negotiated <= 0 or session_id == 0:
+            raise _NotZooKeeper(
+                f"answered something else than a ZooKeeper session (version {version}, "
+                f"timeout {negotiated}, session 0x{session_id & 0xFFFFFFFFFFFFFFFF:x})"
+            )
+        # closeSession, so the probe leaves no session behind; best effort, bounded.
+        with contextlib.suppress(OSError):
+            close_deadline = min(deadline, time.monotonic() + 2.0)
+            sock.settimeout(max(0.01, close_deadline - time.monotonic()))
+            sock.sendall(struct.pack(">iii", 8, 1, _CLOSE_SESSION_OP))
+            _recv_exact(sock, 20, close_deadline)  # length + ReplyHeader(xid, zxid, err)
+            _recv_exact(sock, 1, close_deadline)  # until the server hangs up (EOF raises)
+        return int(negotiated)
+
+
+def probe_zookeeper(hosts: Sequence[str] | str, timeout_s: float = 10.0) -> str:
+    """Confirm within ``timeout_s`` that at least one member is a serving ZooKeeper.
+
+    Each member is probed in parallel with a real session handshake (a
+    ``ConnectRequest``, answered with a ``ConnectResponse`` only by a serving
+    ZooKeeper), and the session is closed again at once. This needs no
+    four-letter word (servers may not whitelist them) and no kazoo. A member
+    that accepts TCP but never answers, answers something else, or closes the
+    connection counts as "not ZooKeeper".
+
+    Args:
+        hosts: ``["host:port", ...]``, or a connect string (a chroot is ignored).
+        timeout_s: bound on the whole probe.
+
+    Returns:
+        The first member that answered, as ``host:port``.
+
+    Raises:
+        ZooKeeperError: one line naming the problem: no member answered, or
+            those that answered are not (serving) ZooKeeper servers.
+        ValueError: a malformed member (bad port ...).
+    """
+    if isinstance(hosts, str):
+        members, _ = parse_connect_string(hosts)
+    else:
+        members = parse_connect_string(",".join(hosts))[0] if hosts else []
+    if not members:
+        raise ValueError("no ZooKeeper host:port given")
+    deadline = time.monotonic() + timeout_s
+    # The probes give up a little earlier, so that their verdict is in by the deadline.
+    probe_deadline = deadline - min(0.2, timeout_s * 0.05)
+    lock = threading.Lock()
+    done = threading.Condition(lock)
+    results: dict[str, tuple[str, str]] = {}  # member -> (ok|unreachable|not_zk, detail)
+
+    def probe(member: str) -> None:
+        host, port = _split_host_port(member, member)
+        try:
+            negotiated = _handshake(host, port, probe_deadline)
+            result = ("ok", f"session timeout {negotiated} ms")
+        except _NotZooKeeper as exc:
+            result = ("not_zk", str(exc))
+        except TimeoutError:
+            result = ("unreachable", "connect timed out")
+        except OSError as exc:
+            result = ("unreachable", exc.strerror or type(exc).__name__)
+        except Exception as exc:  # never let a probe thread die silently
+            result = ("unreachable", f"{type(exc).__name__}: {exc}")
+        with done:
+            results[member] = result
+            done.notify_all()
+
+    for member in members:
+        threading.Thread(target=probe, args=(member,), name="zk-probe", daemon=True).start()
+    with done:
+        while True:
+            for member in members:  # in the given order: the first good one wins
+                if results.get(member, ("",))[0] == "ok":
+                    return member
+            if len(results) == len(members):
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done.wait(remaining)
+        snapshot = dict(results)
+    label = ",".join(members)
+    not_zk = [(m, snapshot[m][1]) for m in members if snapshot.get(m, ("",))[0] == "not_zk"]
+    unreachable = [m for m in members if snapshot.get(m, ("",))[0] != "not_zk"]
+    if not_zk:
+        parts = [
+            f"{m} is not a serving ZooKeeper server ({why}"
+            + (f" within {timeout_s:g}s)" if why.startswith("no answer") else ")")
+            for m, why in not_zk
+        ]
+        if unreachable:
+            parts.append(f"no member answered on {', '.join(unreachable)}")
+        raise ZooKeeperError(f"ZooKeeper at {label}: " + "; ".join(parts))
+    reasons = ", ".join(f"{m}: {snapshot.get(m, ('', 'no answer in time'))[1]}" for m in members)
+    raise ZooKeeperError(
+        f"ZooKeeper at {label} is unreachable (no member answered on {', '.join(members)}; "
+        f"{reasons}; waited up to {timeout_s:g}s)"
+    )
+
+
 def pid_alive(pid: int) -> bool:
     """Whether ``pid`` is a live (non-zombie) process; reaps it if it is our dead child."""
     with contextlib.suppress(ChildProcessError, OSError):
@@ -460,6 +697,86 @@ class _Member:
         return self.proc is not None and self.proc.poll() is None
 
 
+#: Write ends of every live watchdog pipe: closed in children forked without exec.
+_WATCHDOG_FDS: set[int] = set()
+
+
+def _close_watchdog_fds_in_child() -> None:
+    for fd in list(_WATCHDOG_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WATCHDOG_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_watchdog_fds_in_child)
+
+
+class _Watchdog:
+    """The parent side of :mod:`zk_registry._watchdog`: the process and the pipe's write end."""
+
+    def __init__(self, token: str, log_path: Path, grace_s: float) -> None:
+        self.token = token
+        self.log_path = log_path
+        self.grace_s = grace_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._fd: int | None = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self._fd is not None
+
+    def start(self) -> None:
+        if not sys.executable:
+            raise ZooKeeperError(
+                "cannot start the ZooKeeper watchdog: sys.executable is unknown "
+                "(pass bound_to_parent=False)"
+            )
+        read_fd, write_fd = os.pipe()  # both non-inheritable (close-on-exec)
+        try:
+            with self.log_path.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-I",
+                        str(_WATCHDOG_SCRIPT),
+                        str(read_fd),
+                        self.token,
+                        repr(self.grace_s),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(read_fd,),  # only the read end; close_fds drops the rest
+                    close_fds=True,
+                )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        self._fd = write_fd
+        _WATCHDOG_FDS.add(write_fd)
+
+    def close(self, orderly: bool, timeout: float = _KILL_WAIT_S) -> None:
+        """Close the pipe (``orderly``: tell it the members are already stopped) and reap it
+        (SIGKILL if it has not exited within ``timeout``)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            _WATCHDOG_FDS.discard(fd)
+            if orderly:
+                with contextlib.suppress(OSError):
+                    os.write(fd, b"q")
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=_KILL_WAIT_S)
+
+
 class ZooKeeperEnsemble:
     """A standalone ZooKeeper (``size=1``) or an ``size``-member loopback ensemble.
 
@@ -486,6 +803,27 @@ class ZooKeeperEnsemble:
             ``atexit`` kill, so they outlive this process (for the ``zk start`` CLI).
         clean: wipe the members' directories on :meth:`start` (never on restarts).
         startup_timeout: default bound for :meth:`start` and :meth:`restart_member`.
+        bound_to_parent: kill the members when this process dies, however it
+            dies (default: ``not detached``; True with ``detached`` is an error).
+
+    Dying with the parent: ``atexit`` covers a normal exit and exceptions, not
+    SIGKILL or the OOM killer. With ``bound_to_parent`` the first member start
+    also starts a watchdog, ``python -I zk_registry/_watchdog.py``, which blocks
+    reading a pipe whose write end only this process holds (the pipe is
+    close-on-exec, every child is started with ``close_fds``, and children
+    forked without exec close it through ``os.register_at_fork``). When this
+    process dies the kernel closes the write end, the read returns EOF, and
+    the watchdog SIGTERMs every process whose argv carries this ensemble's
+    ``-Dzk_registry.owner=<token>`` (SIGKILL after :data:`WATCHDOG_GRACE_S`),
+    i.e. within about a second. The JVMs themselves stay direct children of
+    this process, so :attr:`pids`, :meth:`kill_member` (a real SIGKILL of the
+    JVM), :meth:`stop_member` and :meth:`restart_member` are unchanged, and a
+    killed member needs nothing from the watchdog. ``prctl(PR_SET_PDEATHSIG)``
+    is deliberately not used: it fires when the *thread* that forked the JVM
+    exits (restarts run on executor threads), only reaches the process that
+    was exec'd (not a JVM behind a forking wrapper), and needs a
+    ``preexec_fn``, which is unsafe with threads. :meth:`stop` tells the
+    watchdog to exit and reaps it.
     """
 
     def __init__(
@@ -504,7 +842,12 @@ class ZooKeeperEnsemble:
         detached: bool = False,
         clean: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
+        bound_to_parent: bool | None = None,
     ) -> None:
+        if bound_to_parent is None:
+            bound_to_parent = not detached
+        if detached and bound_to_parent:
+            raise ValueError("a detached ensemble cannot be bound_to_parent")
         if size < 1:
             raise ValueError(f"ensemble size must be >= 1, got {size}")
         if tick_time_ms < 1:
@@ -524,6 +867,9 @@ class ZooKeeperEnsemble:
         self._detached = detached
         self._clean = clean
         self._startup_timeout = startup_timeout
+        self._bound_to_parent = bound_to_parent
+        self._token = f"{os.getpid()}.{secrets.token_hex(8)}"
+        self._watchdog: _Watchdog | None = None
         self._lock = threading.RLock()
         self._members = [
             _Member(i, p, self._base_dir / f"member-{i + 1}")
@@ -581,6 +927,18 @@ class ZooKeeperEnsemble:
             return [m.proc.pid if m.proc is not None and m.alive() else None for m in self._members]
 
     @property
+    def bound_to_parent(self) -> bool:
+        """Whether a watchdog kills the members when this process dies."""
+        return self._bound_to_parent
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        """Pid of the watchdog while it runs (None if not bound or nothing started)."""
+        with self._lock:
+            w = self._watchdog
+            return w.proc.pid if w is not None and w.proc is not None and w.alive() else None
+
+    @property
     def running(self) -> bool:
         """Whether any member process is alive."""
         with self._lock:
@@ -616,6 +974,7 @@ class ZooKeeperEnsemble:
             "min_session_timeout_ms": self.min_session_timeout_ms,
             "max_session_timeout_ms": self.max_session_timeout_ms,
             "fsync": self._fsync,
+            "bound_to_parent": self._bound_to_parent,
             "base_dir": str(self._base_dir),
             "members": [
                 {
@@ -687,11 +1046,14 @@ class ZooKeeperEnsemble:
                 with contextlib.suppress(ProcessLookupError):
                     m.proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            for m in live:
-                self._reap(m, max(0.0, deadline - time.monotonic()))
-            for m in self._members:
-                self._close_out(m)
-            _unregister(self)
+            try:
+                for m in live:
+                    self._reap(m, max(0.0, deadline - time.monotonic()))
+            finally:
+                for m in self._members:
+                    self._close_out(m)
+                self._close_watchdog()
+                _unregister(self)
 
     def kill_member(self, index: int) -> None:
         """SIGKILL one member (a crash) and reap it."""
@@ -904,6 +1266,9 @@ class ZooKeeperEnsemble:
             MAIN_CLASS,
             str(m.config_path),
         ]
+        if self._bound_to_parent:
+            self._ensure_watchdog()
+            cmd.insert(1, f"{OWNER_ARG}{self._token}")
         self._close_out(m)
         m.out = m.out_path.open("ab")
         m.proc = subprocess.Popen(
@@ -979,6 +1344,22 @@ class ZooKeeperEnsemble:
             m.out.close()
             m.out = None
 
+    def _ensure_watchdog(self) -> None:
+        if self._watchdog is not None and self._watchdog.alive():
+            return
+        if self._watchdog is not None:  # it died (killed by someone): reap it, replace it
+            self._watchdog.close(orderly=False)
+        self._base_dir.mkdir(parents=True, exist_ok=True)
+        watchdog = _Watchdog(self._token, self._base_dir / "watchdog.log", WATCHDOG_GRACE_S)
+        watchdog.start()
+        self._watchdog = watchdog
+
+    def _close_watchdog(self) -> None:
+        """Stop the watchdog; it also stops any member that survived (none normally)."""
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.close(orderly=True, timeout=WATCHDOG_GRACE_S + 2 * _KILL_WAIT_S)
+
     def _kill_all(self) -> None:
         for m in self._members:
             if m.alive():
@@ -988,6 +1369,7 @@ class ZooKeeperEnsemble:
             with contextlib.suppress(ZooKeeperError):
                 self._reap(m, _KILL_WAIT_S)
             self._close_out(m)
+        self._close_watchdog()
         _unregister(self)
 
     def _atexit_kill(self) -> None:
@@ -1001,6 +1383,8 @@ class ZooKeeperEnsemble:
             with contextlib.suppress(Exception):
                 self._reap(m, max(0.0, deadline - time.monotonic()))
             self._close_out(m)
+        # The watchdog is left alone: when this process exits it reads EOF and
+        # stops any member that survived the SIGTERM above.
 
 
 class ZooKeeperServer(ZooKeeperEnsemble):
@@ -1019,6 +1403,7 @@ class ZooKeeperServer(ZooKeeperEnsemble):
         detached: bool = False,
         clean: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
+        bound_to_parent: bool | None = None,
     ) -> None:
         ports = None if port is None else [MemberPorts(port, 0, 0)]
         super().__init__(
@@ -1030,6 +1415,7 @@ class ZooKeeperServer(ZooKeeperEnsemble):
             detached=detached,
             clean=clean,
             startup_timeout=startup_timeout,
+            bound_to_parent=bound_to_parent,
         )
 
     @property

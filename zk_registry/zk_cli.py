@@ -116,7 +116,8 @@ def start_zk(
                 f"ZooKeeper already running in {directory} at {old.get('connect_string')}"
                 " (zk stop first)"
             )
-    zk = ZooKeeperEnsemble(ensemble, directory, tick_time_ms, detached=True)
+    # Detached and not bound_to_parent: the members must outlive this command.
+    zk = ZooKeeperEnsemble(ensemble, directory, tick_time_ms, detached=True, bound_to_parent=False)
     zk.start(timeout=timeout)
     state = {
         "version": STATE_VERSION,

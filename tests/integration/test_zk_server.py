@@ -350,6 +350,7 @@ def test_cli_detached_ensemble_outlives_the_command(tmp_path: Path) -> None:
         state = json.loads((run_dir / "zk-state.json").read_text())
         pids = [m["pid"] for m in state["members"]]
         assert all(pid_alive(p) for p in pids)  # the CLI process is gone, the members are not
+        assert state["bound_to_parent"] is False  # no watchdog: nothing kills them on CLI exit
 
         status = cli("status")
         assert status.returncode == 0, status.stderr
