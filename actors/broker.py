@@ -284,7 +284,7 @@ class BrokerCore(Locatable):
         session_s = self.ctx.scaled_s(
             float(str(self.ctx.kafka.get("zookeeper.session.timeout.ms", 6000)))
         )
-        self._zk = ZkClient(self.ctx.zk_connect, session_s)
+        self._zk = ZkClient(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
         await self._zk.start_async()
         await register_broker(
             self._zk,

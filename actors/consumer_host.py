@@ -203,6 +203,7 @@ class ConsumerHostCore(Locatable):
                 on_state=lambda st, sid, b=box: b and b[0].on_state(st, sid),
                 on_new_session=lambda b=box: b and b[0].on_new_session(),
                 counter=self.zk_ops,
+                auth=self.ctx.zk_auth,
             )
             try:
                 await zk.start_async()

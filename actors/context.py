@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
+from zk_registry.auth import ZkAuth
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class RunContext:
         spool_root: the node-local spool root (``""``: each node's default,
             :func:`emulator.storage.default_spool_root`).
         driver_node: ``shipped``: the driver's Ray node id.
+        zk_auth: ``--zk-auth``: the digest identity every ZooKeeper client of
+            the run authenticates as; its znodes are readable by it alone.
     """
 
     run_id: str
@@ -63,6 +66,8 @@ class RunContext:
     events_url: str = ""
     spool_root: str = ""
     driver_node: str = ""
+    # --zk-auth: every znode of the run is created with a digest ACL for it
+    zk_auth: ZkAuth | None = None
 
     def clock(self) -> ScaledClock:
         """This run's emulated clock."""

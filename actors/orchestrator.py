@@ -37,13 +37,21 @@ from actors.placement import PlacementError, actor_options, check_placement, mea
 from actors.producer import ProducerActor
 from actors.spool import collect, current_node, spool_root_setting
 from emulator.delivery import DeliveryMode
-from emulator.eventlog import read_run_events
+from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
 from emulator.scenario import RUN_PROTOCOLS, Scenario
 from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
 
 BASE_BROKER_PORT = 9092
+TEARDOWN_S = 120.0
+"""Bound on stopping a protocol's actors at the end of its run."""
+INTERRUPTED_TEARDOWN_S = 2.5
+"""The same bound after Ctrl-C/SIGTERM/SIGHUP: the CLI must be gone within seconds."""
+ZK_PROBE_TIMEOUT_S = 10.0
+"""Bound on checking that a user's ``--zookeeper`` is a serving ZooKeeper."""
+ZK_CLEANUP_TIMEOUT_S = 60.0
+"""Bound on deleting one protocol's chroot from a user's ZooKeeper."""
 
 
 class RunError(RuntimeError):
@@ -118,10 +126,73 @@ class EventStorage:
         return ""
 
 
+RAY_PROBE_TIMEOUT_S = 10.0
+"""Bound on finding a Ray head at ``--ray-address`` before joining it."""
+
+
+def probe_ray(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> str:
+    """The GCS address behind ``address`` once something there speaks gRPC, within the bound.
+
+    ``ray.init(address=...)`` retries an unreachable GCS for minutes; this
+    answers in at most ``timeout_s``: a TCP connect, then the HTTP/2
+    connection preface, which a gRPC server answers with a SETTINGS frame.
+    ``ray://`` (Ray Client) addresses get the TCP check only.
+
+    Raises:
+        RunError: one line: unreachable, or not a Ray head.
+    """
+    from ray._private.services import canonicalize_bootstrap_address
+
+    target = address
+    if address.startswith("ray://"):
+        target = address.removeprefix("ray://")
+    elif address == "auto":
+        try:
+            found = canonicalize_bootstrap_address("auto")
+        except Exception as exc:
+            raise RunError(f"--ray-address auto: {str(exc).splitlines()[0]}") from None
+        if not found:
+            raise RunError("--ray-address auto: no Ray cluster was started on this machine")
+        target = str(found)
+    host, _, port = target.rpartition(":")
+    try:
+        port_no = int(port)
+    except ValueError:
+        raise RunError(f"--ray-address {address!r}: not host:port") from None
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host or "127.0.0.1", port_no), timeout=timeout_s) as s:
+            if address.startswith("ray://"):
+                return address
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            head = s.recv(9)
+    except TimeoutError:
+        raise RunError(
+            f"Ray at {address} did not answer within {timeout_s:g} s (is it a Ray head's GCS port?)"
+        ) from None
+    except OSError as exc:
+        raise RunError(
+            f"Ray at {address} is unreachable ({exc.strerror or type(exc).__name__})"
+        ) from None
+    if len(head) < 9 or head[3] != 0x04:
+        raise RunError(f"{address} is not a Ray head (no gRPC answer on that port)")
+    return target
+
+
 def ensure_ray(address: str | None) -> None:
-    """Start or join Ray once for this process."""
+    """Start or join Ray once for this process.
+
+    Joining is checked first (:func:`probe_ray`), so a wrong address fails in
+    seconds. The process's SIGINT/SIGTERM/SIGHUP handlers are kept: Ray's
+    driver installs its own SIGTERM handler (``sys.exit``), which would turn a
+    polite stop into a failed run.
+    """
     if ray.is_initialized():
         return
+    if address:
+        probe_ray(address)
+    kept = _signal_handlers()
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
@@ -138,6 +209,33 @@ def ensure_ray(address: str | None) -> None:
             f"cannot start or reach Ray{' at ' + address if address else ''}: "
             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
+    finally:
+        _restore_signal_handlers(kept)
+
+
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _signal_handlers() -> dict[int, Any]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        int(getattr(signal, n)): signal.getsignal(getattr(signal, n))
+        for n in _STOP_SIGNALS
+        if hasattr(signal, n)
+    }
+
+
+def _restore_signal_handlers(kept: dict[int, Any]) -> None:
+    import signal
+
+    for signum, handler in kept.items():
+        if handler is not None:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signum, handler)
 
 
 class ProtocolRun:
@@ -180,12 +278,15 @@ class ProtocolRun:
         self.member_host: dict[str, int] = {}
         self.dead_hosts: set[int] = set()
         self.ensemble: Any = None  # the embedded ZooKeeper ensemble, for its faults
+        self.zk_base = ""  # the chroot of a user's --zookeeper connect string
+        self.zk_auth: Any = None  # --zk-auth (zk_registry.auth.ZkAuth)
         # actor -> node and each node's clock offset (actors.placement.measure_nodes)
         self.placement_report: dict[str, Any] = {}
         self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
         self.lost_brokers: set[int] = set()  # brokers that died unasked
         # actors the timeline killed (host_crash, broker_crash): their logs end unclosed
         self.killed_actors: set[str] = set()
+        self.interrupted = False  # Ctrl-C/SIGTERM/SIGHUP: the teardown is hurried
         self.live_members: set[str] = set()  # started, not yet left or crashed
         self._log: Any = None
         # What the run cost: each actor's CPU and peak memory at its end, and
@@ -195,7 +296,8 @@ class ProtocolRun:
     # ------------------------------------------------------------- set-up
 
     def _chroot(self) -> str:
-        return f"/rebalance-emu/{self.run_id}/{self.protocol}"
+        """The run's znodes: under the user's own chroot (``--zookeeper host:port/base``)."""
+        return f"{self.zk_base}/rebalance-emu/{self.run_id}/{self.protocol}"
 
     def _context(self, leaders: dict[tuple[str, int], int], origin: float) -> RunContext:
         from actors.protocols import SPECS, assignor_for
@@ -256,6 +358,7 @@ class ProtocolRun:
             events_url=self.storage.events_url(self.protocol),
             spool_root=self.storage.spool_root,
             driver_node=self.storage.driver_node,
+            zk_auth=self.zk_auth,
         )
 
     def delivery_mode(self) -> DeliveryMode:
@@ -303,13 +406,13 @@ class ProtocolRun:
                     leaders[(topic, p)] = st.leader
 
         async def go() -> dict[tuple[str, int], int]:
-            root = ZkClient(zk_hosts, 10.0)
+            root = ZkClient(zk_hosts, 10.0, auth=self.zk_auth)
             await root.start_async()
             try:
                 await root.create_persistent_recursive(chroot)
             finally:
                 await root.stop_async()
-            zk = ZkClient(zk_hosts, 10.0, chroot=chroot)
+            zk = ZkClient(zk_hosts, 10.0, chroot=chroot, auth=self.zk_auth)
             await zk.start_async()
             try:
                 await setup_common_paths(zk)
@@ -390,11 +493,13 @@ class ProtocolRun:
             status = "degraded" if self.lost_hosts or self.lost_brokers else "completed"
         except KeyboardInterrupt:
             status = "interrupted"
+            self.interrupted = True
             raise
         finally:
             self._teardown()
             self._gather_logs()
-            self._restore_zookeeper()
+            if not self.interrupted:
+                self._restore_zookeeper()
             summary = summarize(self._read_events())
             self.result = ProtocolResult(
                 self.protocol, status, summary, time.monotonic() - wall0, self.notes
@@ -405,9 +510,10 @@ class ProtocolRun:
     def _read_events(self) -> Any:
         """This protocol's events, wherever the run directory is."""
         loc = self.storage.location
+        stats = ReadStats()  # damage is the comparison's to judge: the summary reads around it
         if loc.is_url:
-            return loc.read_events(f"{self.protocol}/events")
-        return read_run_events(self.dir / "events")
+            return loc.read_events(f"{self.protocol}/events", stats)
+        return read_run_events(self.dir / "events", stats)
 
     def _gather_logs(self) -> None:
         """Bring spooled logs into the run directory; record where every log went."""
@@ -481,9 +587,7 @@ class ProtocolRun:
             ray.get([h.start.remote(False) for h in self.brokers.values()], timeout=120)
             ray.get([h.start_controller.remote() for h in self.brokers.values()], timeout=120)
             topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
-            self.producer = ProducerActor.options(
-                **actor_options(sc.placement, "producer")
-            ).remote(
+            self.producer = ProducerActor.options(**actor_options(sc.placement, "producer")).remote(
                 0,
                 ctx,
                 topics,
@@ -709,7 +813,7 @@ class ProtocolRun:
         sc = self.scenario
 
         async def go() -> None:
-            zk = ZkClient(",".join(self.zk_hosts), 10.0, chroot=self._chroot())
+            zk = ZkClient(",".join(self.zk_hosts), 10.0, chroot=self._chroot(), auth=self.zk_auth)
             await zk.start_async()
             try:
                 await add_partitions(
@@ -996,28 +1100,75 @@ class ProtocolRun:
         return out
 
     def _teardown(self) -> None:
+        """Stop every actor (they close their logs), bounded in time; then kill them.
+
+        The calls of each step go out together and are waited for until a
+        deadline: :data:`TEARDOWN_S` normally, :data:`INTERRUPTED_TEARDOWN_S`
+        after an interruption (Ctrl-C, SIGTERM, SIGHUP), so the CLI exits
+        within seconds; an actor that has not stopped by then is killed and
+        its log stays as far as it was flushed (whole blocks, unclosed).
+        """
+        budget = INTERRUPTED_TEARDOWN_S if self.interrupted else TEARDOWN_S
+        deadline = time.monotonic() + budget
         actors = self.resources["actors"]
-        calls = {i: self.hosts[i].stats.remote() for i in self._live_indices()}
-        for i, ref in calls.items():  # what each host cost, in case its stop times out
-            with contextlib.suppress(Exception):
-                actors[f"host-{i}"] = ray.get(ref, timeout=30)
-        for i, h in enumerate(self.hosts):
-            with contextlib.suppress(Exception):
-                actors[f"host-{i}"] = ray.get(h.stop.remote(), timeout=120)
-        actors.update(self._broker_stats(30.0))
+        live = self._live_indices()
+        if not self.interrupted:  # what each host cost, in case its stop times out
+            for i, st in self._wait_all({i: self.hosts[i].stats.remote() for i in live}, deadline):
+                actors[f"host-{i}"] = st
+        if self.interrupted:  # all at once
+            stops: dict[Any, Any] = {f"host-{i}": self.hosts[i].stop.remote() for i in live}
+        else:  # one host after the other, as the run always ended (its members leave in turn)
+            stops = {}
+            for i in live:
+                one = {f"host-{i}": self.hosts[i].stop.remote()}
+                for name, st in self._wait_all(one, deadline):
+                    actors[name] = st
         if self.producer is not None:
-            with contextlib.suppress(Exception):
-                ray.get(self.producer.stop.remote(), timeout=30)
-        # Controllers first, so stopping the brokers one by one moves no leader.
-        with contextlib.suppress(Exception):
-            ray.get([b.stop_controller.remote() for b in self.brokers.values()], timeout=30)
-        for b in self.brokers.values():
-            with contextlib.suppress(Exception):
-                ray.get(b.stop.remote(), timeout=30)
+            stops["producer-0"] = self.producer.stop.remote()
+        for name, st in self._wait_all(stops, deadline):
+            if name.startswith("host-"):
+                actors[name] = st
+        if not self.interrupted:
+            actors.update(self._broker_stats(max(1.0, deadline - time.monotonic())))
+        # Controllers first, so stopping the brokers moves no leader.
+        ctl = {b: h.stop_controller.remote() for b, h in self.brokers.items()}
+        list(self._wait_all(ctl, deadline))
+        list(self._wait_all({b: h.stop.remote() for b, h in self.brokers.items()}, deadline))
         for a in [*self.hosts, *self.brokers.values(), self.producer]:
             if a is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(a)
+
+    @staticmethod
+    def _wait_all(calls: dict[Any, Any], deadline: float) -> Any:
+        """``(key, result)`` of each call that answered by ``deadline``; failures are skipped."""
+        if not calls:
+            return
+        refs = {ref: key for key, ref in calls.items()}
+        ready, _ = ray.wait(
+            list(refs), num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic())
+        )
+        for ref in ready:
+            with contextlib.suppress(Exception):
+                yield refs[ref], ray.get(ref, timeout=0)
+
+
+def redacted_argv(argv: list[str]) -> list[str]:
+    """The command line with a ``--zk-auth`` password replaced by ``***``."""
+    out: list[str] = []
+    hide = False
+    for a in argv:
+        if hide:
+            out.append(a.split(":", 1)[0] + ":***")
+            hide = False
+        elif a == "--zk-auth":
+            out.append(a)
+            hide = True
+        elif a.startswith("--zk-auth="):
+            out.append("--zk-auth=" + a.split("=", 1)[1].split(":", 1)[0] + ":***")
+        else:
+            out.append(a)
+    return out
 
 
 def overall_status(statuses: list[str]) -> str:
@@ -1054,6 +1205,8 @@ def run_scenario(
     status: Status | None = None,
     validate_events: bool = False,
     shared_storage: bool = False,
+    zk_auth: Any = None,
+    keep_zk_data: bool = False,
 ) -> list[ProtocolResult]:
     """Run a scenario under each protocol; write the manifest; return the results.
 
@@ -1068,6 +1221,10 @@ def run_scenario(
         validate_events: check every event against the schema while writing.
         shared_storage: a local ``out_dir`` is the same directory on every
             node (a shared mount): actors write there directly.
+        zk_auth: a :class:`zk_registry.auth.ZkAuth`: every znode of the run gets
+            a digest ACL for it alone.
+        keep_zk_data: on a user's ``--zookeeper``, keep each protocol's chroot
+            (by default it is deleted once the protocol's run ended).
 
     Raises:
         RunError: the run could not be set up (one-line message).
@@ -1092,7 +1249,7 @@ def run_scenario(
         "protocols": {},
         "protocols_planned": list(protocols),
         "versions": _versions(),
-        "command": sys.argv,
+        "command": redacted_argv(sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": socket.gethostname(),
         "event_log_layout": "<protocol>/events/*.msgpack",
@@ -1106,6 +1263,8 @@ def run_scenario(
             zk_tmp = tempfile.mkdtemp(prefix="rebalance-emu-zk-")
         zk_hosts, zk_info = _zookeeper(scenario, Path(zk_tmp) if zk_tmp else out_path, zookeeper)
         ensemble = zk_info.pop("_ensemble", None)
+        if zk_auth is not None:
+            zk_info["auth"] = str(zk_auth)  # digest:<user>, never the password
         manifest["zookeeper"] = zk_info
         write_manifest(mpath, manifest)
         ensure_ray(ray_address)
@@ -1138,9 +1297,13 @@ def run_scenario(
                 scenario, protocol, out_path, run_id, zk_hosts, status, validate_events, storage
             )
             pr.ensemble = ensemble
+            pr.zk_base = str(zk_info.get("chroot", ""))
+            pr.zk_auth = zk_auth
             try:
                 result = pr.run()
             finally:
+                if zookeeper is not None:
+                    _clean_chroot(pr, manifest["zookeeper"], keep_zk_data)
                 r = getattr(pr, "result", None)
                 if r is not None:
                     manifest["protocols"][protocol] = {
@@ -1189,12 +1352,19 @@ def _zookeeper(
 
     session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
     if connect:
-        hosts = [h.strip() for h in connect.split("/")[0].split(",") if h.strip()]
-        if not hosts:
-            raise RunError(f"--zookeeper {connect!r}: no host:port in the connect string")
-        _check_reachable(hosts, connect)
+        from zk_registry.server import parse_connect_string, probe_zookeeper
+
+        try:
+            hosts, base = parse_connect_string(connect)
+        except ValueError as exc:
+            raise RunError(f"--zookeeper {connect!r}: {exc}") from None
+        try:
+            probe_zookeeper(hosts, timeout_s=ZK_PROBE_TIMEOUT_S)
+        except ZooKeeperError as exc:
+            raise RunError(str(exc).splitlines()[0]) from None
         return hosts, {
             "connect": connect,
+            "chroot": base,
             "embedded": False,
             "scaled_session_timeout_ms": session_ms * scenario.time_scale,
         }
@@ -1214,14 +1384,24 @@ def _zookeeper(
     }
 
 
-def _check_reachable(hosts: list[str], connect: str) -> None:
-    for h in hosts:
-        host, _, port = h.rpartition(":")
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0):
-                return
-        except (OSError, ValueError):
-            continue
-    raise RunError(
-        f"ZooKeeper at {connect!r} is unreachable (no member answered on {', '.join(hosts)})"
-    )
+def _clean_chroot(pr: ProtocolRun, info: dict[str, Any], keep: bool) -> None:
+    """Delete a protocol's chroot on a user's ZooKeeper (unless ``keep``); say so in ``info``."""
+    from zk_registry.client import delete_chroot
+
+    done = info.setdefault("chroots", {})
+    if keep:
+        done[pr.protocol] = {"path": pr._chroot(), "kept": True}
+        return
+    try:
+        # Relative to the user's own chroot: emptied parents are pruned up to it, never past.
+        n = delete_chroot(
+            ",".join(pr.zk_hosts) + pr.zk_base,
+            pr._chroot().removeprefix(pr.zk_base),
+            ZK_CLEANUP_TIMEOUT_S,
+            pr.zk_auth,
+        )
+        done[pr.protocol] = {"path": pr._chroot(), "deleted_znodes": n}
+    except Exception as exc:  # never lose the run's result over the cleanup
+        first = (str(exc).strip().splitlines() or [""])[0]
+        done[pr.protocol] = {"path": pr._chroot(), "error": f"{type(exc).__name__}: {first}"}
+        pr.notes.append(f"its ZooKeeper chroot {pr._chroot()} could not be deleted: {first}")

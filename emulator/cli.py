@@ -17,11 +17,16 @@ non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
+import secrets
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,82 @@ EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_DEGRADED = 3
 """``run``: a host or broker was lost unasked; ``compare``: incomplete evidence."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP, raised in the main thread: the run stops as on Ctrl-C.
+
+    ``code`` is the exit status a shell expects (128 + the signal's number).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.code = 128 + signum
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` once; later ones only hurry.
+
+    The first signal unwinds the run (actors stopped within seconds, logs
+    flushed, the manifest marked ``interrupted``). A second one while that
+    cleanup runs does not cut it short (that is what left half a manifest):
+    it is acknowledged on stderr and ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = [n for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    kept = {n: signal.getsignal(getattr(signal, n)) for n in names}
+    fired: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        if fired:
+            print(
+                f"rebalance-emu: {signal.Signals(signum).name} again: still stopping "
+                "(the logs and the manifest are being written)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        fired.append(signum)
+        print(
+            f"rebalance-emu: {signal.Signals(signum).name}: stopping the run",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise Interrupted(signum)
+
+    for n in names:
+        signal.signal(getattr(signal, n), handler)
+    try:
+        yield
+    finally:
+        for n, h in kept.items():
+            if h is not None:
+                signal.signal(getattr(signal, n), h)
+
+
+def prepare_local_ray(joining: bool) -> None:
+    """The environment Ray reads when it is imported, for this run's Ray.
+
+    A local Ray (no ``--ray-address``) binds 127.0.0.1 only (Ray's
+    single-machine mode, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node's
+    address is the loopback and every gRPC server, the raylet, the workers
+    and the dashboard agent listen there) and requires a token generated for
+    this run (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``: in this process's
+    environment only, never written to disk). Joining a cluster keeps the
+    cluster's own settings. Nothing changes once Ray is imported (it read its
+    settings then: an embedding process decided).
+    """
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if joining or "ray" in sys.modules:
+        return
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_urlsafe(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -163,12 +244,23 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
     print(f"run directory: {out}")
 
 
+def _zk_auth(arg: str | None) -> Any:
+    """``--zk-auth`` or ``$REBALANCE_EMU_ZK_AUTH`` as a ZkAuth, or ``None``."""
+    text = arg if arg is not None else os.environ.get("REBALANCE_EMU_ZK_AUTH")
+    if not text:
+        return None
+    from zk_registry.auth import parse_zk_auth
+
+    return parse_zk_auth(text)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``rebalance-emu run``."""
     try:
         path = _resolve_scenario(args.scenario)
         scenario = load_scenario(path)
         protocols = _protocols(args.protocol)
+        zk_auth = _zk_auth(getattr(args, "zk_auth", None))
     except ScenarioError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (ValueError, OSError) as exc:
@@ -189,12 +281,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"--out {loc.display()} holds a run already (use --force to write into it)",
                 EXIT_USAGE,
             )
+    elif out.exists() and not out.is_dir():
+        return _fail(f"--out {out} is a file, not a directory", EXIT_USAGE)
     elif out.exists() and any(out.iterdir()) and not args.force:
         return _fail(
             f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
         )
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    prepare_local_ray(joining=bool(args.ray_address))
     orch = importlib.import_module("actors.orchestrator")
     print(
         f"running {scenario.name} ({scenario.duration_s:g} emulated s at time scale "
@@ -202,7 +295,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        with _LiveStatus() as live:
+        with stop_signals(), _LiveStatus() as live:
             results = orch.run_scenario(
                 scenario,
                 protocols,
@@ -211,11 +304,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 ray_address=args.ray_address,
                 status=live,
                 shared_storage=bool(getattr(args, "shared_storage", False)),
+                zk_auth=zk_auth,
+                keep_zk_data=bool(getattr(args, "keep_zk_data", False)),
             )
     except orch.RunError as exc:
         return _fail(str(exc))
-    except KeyboardInterrupt:
-        return _fail(f"interrupted; what was written is in {out}", 130)
+    except KeyboardInterrupt as exc:
+        code = exc.code if isinstance(exc, Interrupted) else 130
+        return _fail(f"interrupted; what was written is in {out}", code)
     _print_summary(results, out)
     statuses = {r.status for r in results}
     if statuses <= {"completed"}:
@@ -296,6 +392,9 @@ def _compare(
     with the report written, unless ``allow_incomplete``.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # A Ctrl-C in a Spark job makes py4j log the broken gateway call: the one
+    # line "interrupted" says it all.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
     try:
         cmp = importlib.import_module("analysis.compare")
     except ImportError as exc:
@@ -306,16 +405,17 @@ def _compare(
     except cmp.CompareError as exc:
         return _fail(str(exc), EXIT_USAGE), None
     try:
-        outcome = cmp.compare_runs(
-            run_dirs,
-            out_dir=Path(out) if out else None,
-            spark_master=spark_master,
-            progress=cmp.stderr_progress(),
-        )
+        with stop_signals():
+            outcome = cmp.compare_runs(
+                run_dirs,
+                out_dir=Path(out) if out else None,
+                spark_master=spark_master,
+                progress=cmp.stderr_progress(),
+            )
     except cmp.CompareError as exc:
         return _fail(str(exc)), None
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130), None
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", exc.code if isinstance(exc, Interrupted) else 130), None
     except Exception as exc:  # a Spark failure: one line, not a JVM stack trace
         first = (str(exc).strip().splitlines() or [""])[0]
         return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
@@ -439,6 +539,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="the local --out is the same shared directory on every Ray node: actors write "
         "there directly (without it, a multi-node run ships the logs to the driver at the end)",
     )
+    run.add_argument(
+        "--keep-zk-data",
+        action="store_true",
+        help="with --zookeeper: keep the run's znodes (by default each protocol's chroot "
+        "/rebalance-emu/<run id>/<protocol> is deleted when it ends)",
+    )
+    run.add_argument(
+        "--zk-auth",
+        metavar="USER:PASSWORD",
+        help="create every znode of the run with a ZooKeeper digest ACL for this identity "
+        "only (or set $REBALANCE_EMU_ZK_AUTH, which keeps the password off the command line)",
+    )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     run.set_defaults(func=cmd_run)
     sm = sub.add_parser(
@@ -526,11 +638,47 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rebalance-emu`` console script."""
+    """Entry point of the ``rebalance-emu`` console script.
+
+    Whatever a command does not handle itself ends here as one line on stderr,
+    with the traceback written to a file that the line names (exit 1); an
+    interruption outside a run exits 128 + the signal's number.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    if argv is None and args.command in ("run", "demo", "compare"):
+        from emulator import reaper
+
+        reaper.start()  # whatever this command starts dies with it (a SIGKILL too)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", exc.code if isinstance(exc, Interrupted) else 130)
+    except MemoryError:
+        return _fail("out of memory (a size in the input is too large for this machine)")
+    except Exception as exc:
+        where = _write_traceback(exc)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return _fail(f"{type(exc).__name__}: {first} (traceback in {where})")
     return code
+
+
+def _write_traceback(exc: BaseException) -> str:
+    """Write ``exc``'s traceback to a fresh file under the temp directory; its path."""
+    import tempfile
+    import traceback
+
+    d = Path(tempfile.gettempdir()) / "rebalance-emu-errors"
+    path = d / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"rebalance-emu {' '.join(sys.argv[1:])}\n\n"
+            + "".join(traceback.format_exception(exc))
+        )
+    except OSError:
+        return "(could not be written)"
+    return str(path)
 
 
 if __name__ == "__main__":

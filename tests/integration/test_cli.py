@@ -89,3 +89,17 @@ def test_zk_cli_start_status_stop(tmp_path: Path) -> None:
     assert stop.returncode == 0
     after = _cli("zk", "status", "--dir", d, cwd=tmp_path)
     assert after.returncode != 0
+
+
+def test_out_naming_a_file_is_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "a-file"
+    out.write_text("precious")
+    proc = _cli("run", "quickstart", "--out", str(out), cwd=tmp_path)
+    _one_line_error(proc, "is a file, not a directory")
+    assert proc.returncode == 2 and out.read_text() == "precious"
+
+
+def test_a_bad_zk_auth_is_one_line_without_the_password(tmp_path: Path) -> None:
+    proc = _cli("run", "quickstart", "--zk-auth", ":hunter2", cwd=tmp_path)
+    _one_line_error(proc, "--zk-auth must be user:password")
+    assert "hunter2" not in proc.stderr
