@@ -190,12 +190,17 @@ class _LiveStatus:
         bar = "#" * filled + "-" * (width - filled)
         phase = st.get("phase", "running")
         extra = f" behind {st['behind']}" if phase == "draining" else ""
+        # ZooKeeper claim attempts and conflicts exist only in the 0.8 consumer.
+        legacy = (
+            f"  attempts {st.get('attempts', 0)}  conflicts {st.get('conflicts', 0)}"
+            if st.get("protocol") == "zookeeper"
+            else ""
+        )
         line = (
             f"[{st.get('protocol')}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
             f"members {st.get('members', 0)}  produced {st.get('produced', 0)}  "
-            f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}  "
-            f"attempts {st.get('attempts', 0)}  conflicts {st.get('conflicts', 0)}"
-            f"{extra}"
+            f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}"
+            f"{legacy}{extra}"
         )
         if self._live is not None:
             self._live.update(line)

@@ -153,9 +153,10 @@ def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path:
     result, out = _run(tmp_path, "node-lost", 30.0, "consumer")
     remover.join(timeout=30)
     assert removed.is_set(), "the consumer node was never removed"
-    assert result.status == "completed"
+    assert result.status == "degraded"  # a host lost without the timeline asking
 
     manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "degraded"
     proto = manifest["protocols"]["consumer"]
     lost_node = ray_cluster.consumer_a.node_id
     lost = [i for i in (0, 1) if proto["placement"]["actors"][f"host-{i}"] == lost_node]
@@ -170,6 +171,11 @@ def test_a_lost_node_is_recorded_and_the_run_goes_on(ray_cluster: Any, tmp_path:
     assert "left the Ray cluster" in storage["missing"][f"host-{host}"]["reason"]
     assert storage["logs"][f"host-{1 - host}"]["how"] == "shipped"
     assert not (events_dir / f"host-{host}.msgpack").exists()
+    from analysis.evidence import assess_run_dir
+
+    problems = assess_run_dir(out)["consumer"].problems
+    assert problems[0].startswith(f"consumer host {host} was lost without the timeline asking")
+    assert problems[1].startswith(f"log host-{host} never reached the run directory (its node")
 
     events = sorted(read_run_events(events_dir), key=lambda e: float(e["t_emu_ms"]))
     orch = [e for e in events if e["actor"] == "orchestrator"]
