@@ -11,35 +11,37 @@ Format, with every default::
     name = "quickstart"          # default: the file's stem; [A-Za-z0-9._-], <= 100 chars
     description = ""
     seed = 0                     # integer >= 0; seeds every random.Random of the run
-    duration_s = 60.0            # emulated (Kafka) seconds the run lasts, > 0
-    time_scale = 1.0             # wall seconds per emulated second, 0 < x <= 10; an emulator
+    duration_s = 60.0            # emulated (Kafka) seconds the run lasts, 0 < x <= 7 days
+    time_scale = 1.0             # wall seconds per emulated second, 0.01 <= x <= 10; an emulator
                                  # knob: < 1 runs faster than Kafka, > 1 slower (a group
                                  # too large to keep Kafka's timing on a small machine)
     kafka_version = "3.9"        # Kafka release for the classic/KIP-848 defaults (B6), >= 0.10.1
 
     [cluster]
-    brokers = 3                  # >= 1
+    brokers = 3                  # 1 .. 1000
     zookeeper_ensemble = 1       # 1, 3 or 5 members in the embedded ensemble
 
-    [[topics]]                   # at least one
+    [[topics]]                   # at least one, at most 1000
     name = "events"              # required; Kafka's legal characters [a-zA-Z0-9._-], <= 249
-    partitions = 12              # required, >= 1
-    replication_factor = 1       # 1 .. [cluster].brokers
+    partitions = 12              # required, 1 .. 50000 (200000 over all topics)
+    replication_factor = 1       # 1 .. [cluster].brokers; partitions x replication_factor
+                                 # <= 100000 (600000 over all topics)
 
     [producer]
-    rate_per_s = 100.0           # messages per emulated second in total, >= 0
+    rate_per_s = 100.0           # messages per emulated second in total, 0 .. 1e7
     topics = [...]               # default: every topic, in file order
     partitioner = "round-robin"  # "round-robin" | "key-hash" | "explicit"
-    batch_size = 50              # max messages per produce batch, >= 1
+    batch_size = 50              # max messages per produce batch, 1 .. 100000
     explicit_partition = 0       # only (and then required) with partitioner = "explicit"
 
     [group]
     id = "<name>-group"          # [A-Za-z0-9._-], <= 249 (it is a ZooKeeper path element)
-    consumers = 1                # initial members, >= 1
+    consumers = 1                # initial members, 1 .. 100000 (joins included)
     topics = [...]               # default: every topic, in file order
-    streams_per_consumer = 1     # the legacy numStreams, >= 1
-    processing_ms_per_message = 1.0   # >= 0
-    consumers_per_host = 50      # emulated consumers per host actor, >= 1
+    streams_per_consumer = 1     # the legacy numStreams, 1 .. 1000 (x members <= 200000)
+    processing_ms_per_message = 1.0   # 0 .. 86400000 (a day)
+    consumers_per_host = 50      # emulated consumers per host actor, 1 .. 10000, and at
+                                 # most 2000 hosts: ceil(members / consumers_per_host)
     static_membership = false    # classic/consumer: group.instance.id = "<group>-<member>"
     zk_latency_ms = 0.0          # legacy: each member's one-way ZooKeeper delay, drawn from
                                  # [0, zk_latency_ms] with the seed (an emulator knob)
@@ -58,7 +60,8 @@ Format, with every default::
     consumer_hosts = "default"   # the Ray custom resource NAME, e.g. emu_consumer) |
                                  # "node:IP" (the node with that address)
 
-    [[timeline]]                 # any order in the file; run in time order (ties: file order)
+    [[timeline]]                 # any order in the file; run in time order (ties: file order);
+                                 # at most 100000 entries, 1000000 planned steps
     at_s = 10.0                  # required, 0 <= at_s <= duration_s
     action = "join"              # required, one of TIMELINE_ACTIONS (below)
 
@@ -113,6 +116,12 @@ ZooKeeper member crashed must be up and one restarted down.
 runs (:class:`emulator.faults.PlannedAction`); ``random`` choices use
 ``random.Random(f"{seed}/timeline/{index}")``.
 
+Every size is bounded by what one run can hold (the ``MAX_*`` constants, each with its
+reason), and checked before anything proportional to it is built; a count in a
+timeline entry is at most :data:`MAX_MEMBERS`, a duration at most :data:`MAX_DURATION_S`.
+An ``int`` Kafka config is at most a Java int, and ``zookeeper.session.timeout.ms`` x
+``time_scale`` must be a session timeout ZooKeeper grants (>= 2 ms, a Java int).
+
 Validation raises :class:`ScenarioError` with one line that names the key,
 for example ``scenario quickstart.toml: [group].consumers must be an integer
 >= 1, got "four"``. Unknown keys are errors, with a did-you-mean when a known
@@ -137,8 +146,8 @@ import os
 import random
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
@@ -220,6 +229,64 @@ ZOOKEEPER_ENSEMBLE_SIZES: Final = (1, 3, 5)
 INT32_MAX: Final = 2**31 - 1
 MAX_TIME_SCALE: Final = 10.0
 """Largest ``time_scale``: a run at most ten times slower than Kafka's own time."""
+
+# ---- size bounds: what one run (an embedded ZooKeeper and Ray actors for the
+# brokers, the producer and the consumer hosts) can hold. Validation checks each
+# before it builds anything proportional to the size (member names, the plan).
+MIN_TIME_SCALE: Final = 0.01
+"""Smallest ``time_scale``: a Kafka millisecond is then 10 µs of wall time, the finest an event
+loop's timers keep (the benchmarks' ``--time-scale`` range is the same [0.01, 10])."""
+MAX_DURATION_S: Final = 7 * 24 * 3600.0
+"""Longest run: 7 emulated days (70 wall days at ``MAX_TIME_SCALE``); bounds every duration."""
+MAX_DESCRIPTION_CHARS: Final = 10_000
+"""Longest ``description``: it goes into every run's manifest and ``rebalance-emu list``."""
+MAX_BROKERS: Final = 1_000
+"""Most brokers: each is a Ray actor (a process) with a ZooKeeper session."""
+MAX_TOPICS: Final = 1_000
+"""Most topics: a legacy member's registration znode lists every subscribed topic (names of up
+to 249 characters) and must fit ZooKeeper's 1 MB ``jute.maxbuffer``."""
+MAX_PARTITIONS_PER_TOPIC: Final = 50_000
+"""Most partitions of one topic: ``/brokers/topics/<t>`` holds the topic's whole replica
+assignment in one znode, under ZooKeeper's 1 MB ``jute.maxbuffer`` (with
+:data:`MAX_REPLICAS_PER_TOPIC`: at most about 0.9 MB)."""
+MAX_REPLICAS_PER_TOPIC: Final = 100_000
+"""Most replicas (partitions x replication_factor) of one topic: the same znode."""
+MAX_PARTITIONS_TOTAL: Final = 200_000
+"""Most partitions over all topics: the controller writes two znodes per partition into the
+embedded ZooKeeper (256 MiB heap); ZooKeeper-based Kafka is rated for about 200,000."""
+MAX_REPLICAS_TOTAL: Final = 600_000
+"""Most replicas over all topics (200,000 partitions x 3): each is a log a broker actor keeps."""
+MAX_RATE_PER_S: Final = 10_000_000.0
+"""Highest ``[producer].rate_per_s``: the producer actor partitions every message in Python
+(about a microsecond each), so a larger rate only stalls its tick."""
+MAX_BATCH_SIZE: Final = 100_000
+"""Largest ``[producer].batch_size``: 100 MiB of the emulator's 1 KiB messages in one produce
+call, a hundred times Kafka's default ``message.max.bytes``."""
+MAX_MEMBERS: Final = 100_000
+"""Most consumers over a run (``[group].consumers`` plus every join): each has a name, a
+state machine and a place in every assignment."""
+MAX_MEMBERS_PER_HOST: Final = 10_000
+"""Most consumers on one host actor: they share its event loop (2,000 per host measured at
+about 250 MiB and a 1-3 s loop lag, tests/bench/results/scale.json)."""
+MAX_CONSUMER_HOSTS: Final = 2_000
+"""Most consumer hosts: each is a Ray actor process (about 130 MiB measured); 2,000 hosts of
+the default 50 consumers hold :data:`MAX_MEMBERS`."""
+MAX_STREAMS_PER_CONSUMER: Final = 1_000
+"""Most ``[group].streams_per_consumer``: each stream is a queue and a thread id of the member."""
+MAX_CONSUMER_THREADS: Final = 200_000
+"""Most consumer threads (members x streams_per_consumer): a legacy rebalance lists them all,
+and more than :data:`MAX_PARTITIONS_TOTAL` would only idle."""
+MAX_PROCESSING_MS_PER_MESSAGE: Final = 86_400_000.0
+"""Slowest processing: a day per message, longer than any Kafka timeout the scenario allows."""
+MAX_TIMELINE_ENTRIES: Final = 100_000
+"""Most ``[[timeline]]`` entries in a file."""
+MAX_PLANNED_STEPS: Final = 1_000_000
+"""Most steps the timeline expands to (one per entry, per member of a burst or rolling restart,
+per return or restart, and per member an action names): the orchestrator schedules, and the
+manifest lists, every one."""
+ZK_MIN_SESSION_TIMEOUT_MS: Final = 2
+"""The least session timeout ZooKeeper grants: 2 ticks of at least 1 ms
+(``zk_registry.server.tick_time_for``); the run requests the *scaled* timeout."""
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _MEMBER_RE = re.compile(r"c-(0|[1-9][0-9]*)")
@@ -335,7 +402,8 @@ _CLASSIC_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 _SPECS: tuple[KafkaKeySpec, ...] = (
     # ---- legacy consumer, K@0.8.2.2 (A3)
-    KafkaKeySpec("rebalance.max.retries", "int", 4, minimum=0, used_by=_LEGACY, source=_SRC_CC082),
+    # minimum 1: the 0.8 consumer fails at start after 0 attempts (its config check raises).
+    KafkaKeySpec("rebalance.max.retries", "int", 4, minimum=1, used_by=_LEGACY, source=_SRC_CC082),
     KafkaKeySpec(
         "rebalance.backoff.ms",
         "int",
@@ -517,7 +585,7 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         "request.timeout.ms",
         "int",
         30000,
-        minimum=0,
+        minimum=1,  # Kafka accepts 0; the emulated clients need a positive timeout
         used_by=_CLASSIC,
         source="K@3.9 ConsumerConfig.java (30000 since 2.0, KAFKA-7050; B6 quotes 305000 "
         "for 0.10.1.0)",
@@ -640,6 +708,12 @@ KAFKA_CONFIG_KEYS: Final[Mapping[str, KafkaKeySpec]] = {spec.name: spec for spec
 _KAFKA_ORDER_RULES: Final = (
     ("heartbeat.interval.ms", "<", "session.timeout.ms", "clients Heartbeat.java"),
     (
+        "group.min.session.timeout.ms",
+        "<=",
+        "group.max.session.timeout.ms",
+        "GroupCoordinator's JoinGroup check: outside [min, max] every join fails",
+    ),
+    (
         "group.consumer.min.session.timeout.ms",
         "<=",
         "group.consumer.max.session.timeout.ms",
@@ -682,6 +756,17 @@ _KAFKA_ORDER_RULES: Final = (
         "GroupCoordinatorConfig.java",
     ),
 )
+
+
+def _kafka_int_limit(spec: KafkaKeySpec) -> tuple[int, str]:
+    """The largest value of an ``int`` Kafka config a run takes, and why.
+
+    Kafka's own type, a Java int, times included (``max.poll.interval.ms = 2147483647``
+    is a common way to say "never"; a timeout longer than the run just never fires). A
+    smaller ``spec.maximum`` is checked before this.
+    """
+    del spec  # every int key, times included: users set max.poll.interval.ms = 2147483647
+    return INT32_MAX, "Kafka's int type"
 
 
 def _kafka_value(name: str, explicit: Mapping[str, KafkaValue], protocol: str) -> KafkaValue:
@@ -972,9 +1057,12 @@ class Scenario:
         """Every member that ever exists during the run, in creation order."""
         return tuple(member_name(i) for i in range(self.member_total))
 
-    @property
+    @functools.cached_property
     def member_total(self) -> int:
-        """How many members ever exist during the run (``len(all_members())``, in O(timeline))."""
+        """How many members ever exist during the run (``len(all_members())``).
+
+        O(timeline) once, then cached: :meth:`host_of` reads it for every member.
+        """
         return self.group.consumers + sum(e.count for e in self.timeline if e.action == "join")
 
     @property
@@ -1188,6 +1276,86 @@ def _expansion(scenario: Scenario) -> _Expansion:
 Step = Callable[[float], None]
 
 
+class _LiveMembers:
+    """The live members by creation index: add, remove and the k-th live one in O(log n).
+
+    A Fenwick tree over the creation indices ``0 .. capacity - 1`` counts the live
+    ones, so a seeded random choice or the newest member costs O(log n) instead of
+    sorting the live set at every step, and a byte per index lists them in
+    creation order at C speed (``bytearray.find``). ``len`` and ``[k]`` make it a
+    sequence in creation order, so ``random.Random.choice`` picks from it exactly
+    as from the sorted list of names (``seq[randbelow(len(seq))]``).
+    """
+
+    def __init__(self, capacity: int, initial: int) -> None:
+        self._size = capacity
+        self._flags = bytearray(capacity)
+        self._flags[:initial] = b"\x01" * initial
+        tree = [0] * (capacity + 1)
+        tree[1 : initial + 1] = [1] * initial
+        for i in range(1, capacity + 1):  # the O(n) Fenwick build
+            parent = i + (i & -i)
+            if parent <= capacity:
+                tree[parent] += tree[i]
+        self._tree = tree
+        self._count = initial
+        self._top = 1 << (capacity.bit_length() - 1) if capacity else 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, index: int) -> bool:
+        return 0 <= index < self._size and self._flags[index] == 1
+
+    def add(self, index: int) -> None:
+        if not self._flags[index]:
+            self._flags[index] = 1
+            self._count += 1
+            self._update(index, 1)
+
+    def remove(self, index: int) -> None:
+        if self._flags[index]:
+            self._flags[index] = 0
+            self._count -= 1
+            self._update(index, -1)
+
+    def _update(self, index: int, delta: int) -> None:
+        i, tree, size = index + 1, self._tree, self._size
+        while i <= size:
+            tree[i] += delta
+            i += i & -i
+
+    def __getitem__(self, k: int) -> str:
+        """The name of the ``k``-th live member in creation order (negative: from the newest)."""
+        if k < 0:
+            k += self._count
+        if not 0 <= k < self._count:
+            raise IndexError(k)
+        pos, rank, step, tree, size = 0, k + 1, self._top, self._tree, self._size
+        while step:
+            nxt = pos + step
+            if nxt <= size and tree[nxt] < rank:
+                pos = nxt
+                rank -= tree[nxt]
+            step >>= 1
+        return member_name(pos)  # tree position pos + 1 is creation index pos
+
+    def names(self) -> Iterator[str]:
+        """Every live member's name, in creation order."""
+        flags = self._flags
+        index = flags.find(1)
+        while index >= 0:
+            yield member_name(index)
+            index = flags.find(1, index + 1)
+
+    def names_on(self, host: int, hosts: int) -> Iterator[str]:
+        """The live members on consumer ``host`` (creation index ``host`` modulo ``hosts``)."""
+        flags = self._flags
+        for index in range(host, self._size, hosts):
+            if flags[index]:
+                yield member_name(index)
+
+
 class _Planner:
     """Expands the timeline in time order, making every seeded choice and checking it.
 
@@ -1204,17 +1372,40 @@ class _Planner:
     def __init__(self, scenario: Scenario) -> None:
         self.sc = scenario
         self.alive: set[str] = set(scenario.initial_members())
+        # The same members, by creation index, for the k-th in creation order.
+        self.live_set = _LiveMembers(scenario.member_total, scenario.group.consumers)
         self.created: set[str] = set(self.alive)
         self.gone: dict[str, str] = {}  # name -> why it is absent ("it left at 3.0 s")
         self.dead_hosts: dict[int, float] = {}
         self.brokers_down: dict[int, float] = {}
         self.zk_down: dict[int, float] = {}
         self.partitions = {t.name: t.partitions for t in scenario.topics}
+        self.replication = {t.name: t.replication_factor for t in scenario.topics}
+        self.partition_total = sum(self.partitions.values())
+        self.replica_total = sum(t.partitions * t.replication_factor for t in scenario.topics)
         self.host_count = scenario.host_count
         self.actions: list[PlannedAction] = []
         self.changes: list[MembershipChange] = []
         self.queue: list[tuple[float, int, int, Step]] = []
         self.seq = 0
+        self.steps = 0  # toward MAX_PLANNED_STEPS: steps scheduled, members named
+        self.handlers: dict[str, Callable[[TimelineEvent, float], None]] = {
+            "join": self.join,
+            "leave": self.depart,
+            "crash": self.depart,
+            "restart": self.restart,
+            "pause": self.timed_member_fault,
+            "slow": self.timed_member_fault,
+            "network_partition": self.network_partition,
+            "host_crash": self.host_crash,
+            "broker_crash": self.node_crash,
+            "broker_restart": self.node_restart,
+            "zk_crash": self.node_crash,
+            "zk_restart": self.node_restart,
+            "zk_quorum_loss": self.quorum_loss,
+            "add_partitions": self.add_partitions,
+            "subscribe": self.subscribe,
+        }
         # Joins are the only steps that create members, and their times are
         # fixed by the file: name every future member up front, for messages.
         joins = sorted(
@@ -1241,28 +1432,30 @@ class _Planner:
 
     def schedule(self, event: TimelineEvent, at: float, step: Step) -> None:
         self.seq += 1
+        self.count_steps(event, 1)
         heapq.heappush(self.queue, (_t(at), event.index, self.seq, step))
 
     def handler(self, event: TimelineEvent) -> Step:
-        handlers: dict[str, Callable[[TimelineEvent, float], None]] = {
-            "join": self.join,
-            "leave": self.depart,
-            "crash": self.depart,
-            "restart": self.restart,
-            "pause": self.timed_member_fault,
-            "slow": self.timed_member_fault,
-            "network_partition": self.network_partition,
-            "host_crash": self.host_crash,
-            "broker_crash": self.node_crash,
-            "broker_restart": self.node_restart,
-            "zk_crash": self.node_crash,
-            "zk_restart": self.node_restart,
-            "zk_quorum_loss": self.quorum_loss,
-            "add_partitions": self.add_partitions,
-            "subscribe": self.subscribe,
-        }
-        handle = handlers[event.action]
+        handle = self.handlers[event.action]
         return lambda at: handle(event, at)
+
+    def count_steps(self, event: TimelineEvent, n: int) -> None:
+        """Add ``n`` steps of ``event`` to the plan's size; fail past :data:`MAX_PLANNED_STEPS`."""
+        self.steps += n
+        if self.steps > MAX_PLANNED_STEPS:
+            if event.members is not None:
+                name = "members"
+            elif event.action in ("join", "leave", "crash") and event.member is None:
+                name = "count"
+            else:
+                name = "action"
+            self.fail(
+                event,
+                name,
+                f"the timeline expands to more than {MAX_PLANNED_STEPS} planned steps (one per "
+                "entry, per member of a burst or rolling restart and per member an action "
+                "names), the most a run's orchestrator schedules",
+            )
 
     # ---- helpers
 
@@ -1274,6 +1467,9 @@ class _Planner:
         raise _TimelineError(key, f"{key}: {message}")
 
     def plan(self, event: TimelineEvent, at: float, action: str, **fields: Any) -> None:
+        members = fields.get("members")
+        if members is not None and len(members) > 1:
+            self.count_steps(event, len(members) - 1)
         self.actions.append(PlannedAction(_t(at), action, event_index=event.index, **fields))
 
     def change(self, event: TimelineEvent, at: float, action: str, member: str) -> None:
@@ -1281,9 +1477,6 @@ class _Planner:
 
     def rng(self, event: TimelineEvent) -> random.Random:
         return random.Random(f"{self.sc.seed}/timeline/{event.index}")
-
-    def live(self) -> list[str]:
-        return sorted(self.alive, key=_creation_index)
 
     def within_run(self, event: TimelineEvent, at: float, name: str, what: str) -> None:
         if _t(at) > self.sc.duration_s:
@@ -1312,10 +1505,9 @@ class _Planner:
         """The ``member`` of ``event`` at ``at``: a live name, or a seeded random choice."""
         assert event.member is not None
         if event.member == "random":
-            live = self.live()
-            if not live:
+            if not self.live_set:
                 self.fail(event, "member", f"no member is alive at {_t(at)} s to choose at random")
-            return self.rng(event).choice(live)
+            return self.rng(event).choice(self.live_set)
         self.require_alive(event, "member", event.member, at)
         return event.member
 
@@ -1324,7 +1516,7 @@ class _Planner:
         if event.member is not None:
             return (self.one_member(event, at),)
         if event.members is None or event.members == "all":
-            live = tuple(self.live())
+            live = tuple(self.live_set.names())
             if not live:
                 self.fail(event, "members", f"no member is alive at {_t(at)} s")
             return live
@@ -1333,7 +1525,7 @@ class _Planner:
         return tuple(sorted(event.members, key=_creation_index))
 
     def check_host(self, event: TimelineEvent, name: str, member: str, at: float) -> None:
-        host = self.sc.host_of(member)
+        host = _creation_index(member) % self.host_count  # Scenario.host_of, in O(1)
         if host in self.dead_hosts:
             self.fail(
                 event,
@@ -1344,12 +1536,14 @@ class _Planner:
 
     def arrive(self, event: TimelineEvent, at: float, member: str) -> None:
         self.alive.add(member)
+        self.live_set.add(_creation_index(member))
         self.created.add(member)
         self.gone.pop(member, None)
         self.change(event, at, "join", member)
 
     def go(self, event: TimelineEvent, at: float, action: str, member: str, why: str) -> None:
         self.alive.remove(member)
+        self.live_set.remove(_creation_index(member))
         self.gone[member] = why
         self.change(event, at, action, member)
 
@@ -1378,14 +1572,13 @@ class _Planner:
             self.schedule(event, step_at, functools.partial(self.depart_newest, event, k))
 
     def depart_newest(self, event: TimelineEvent, k: int, at: float) -> None:
-        live = self.live()
-        if not live:
+        if not self.live_set:
             self.fail(
                 event,
                 "count",
                 f"no member is left at {_t(at)} s for {event.action} {k + 1} of {event.count}",
             )
-        self.depart_one(event, live[-1], at)
+        self.depart_one(event, self.live_set[-1], at)
 
     def depart_one(self, event: TimelineEvent, member: str, at: float) -> None:
         verb = "left" if event.action == "leave" else "crashed"
@@ -1462,7 +1655,7 @@ class _Planner:
                 f"(it crashed at {self.dead_hosts[host]} s)",
             )
         self.dead_hosts[host] = _t(at)
-        victims = tuple(m for m in self.live() if self.sc.host_of(m) == host)
+        victims = tuple(self.live_set.names_on(host, self.host_count))
         for member in victims:
             why = f"it crashed with consumer host {host} at {_t(at)} s"
             self.go(event, at, "crash", member, why)
@@ -1534,13 +1727,33 @@ class _Planner:
     def add_partitions(self, event: TimelineEvent, at: float) -> None:
         assert event.topic is not None and event.partitions is not None
         current = self.partitions[event.topic]
+        key = self.key(event, "partitions")
         if event.partitions <= current:
-            key = self.key(event, "partitions")
             raise _TimelineError(
                 key,
                 f"{key} must be larger than the {current} partitions {_show(event.topic)} "
                 f"has at {_t(at)} s, got {event.partitions}",
             )
+        rf = self.replication[event.topic]
+        others = self.partition_total - current
+        other_replicas = self.replica_total - current * rf
+        limit, note = _tighter(
+            (
+                MAX_PARTITIONS_TOTAL - others,
+                f"at most {MAX_PARTITIONS_TOTAL} partitions over all topics; the others "
+                f"have {others} at {_t(at)} s",
+            ),
+            (
+                (MAX_REPLICAS_TOTAL - other_replicas) // rf,
+                f"at most {MAX_REPLICAS_TOTAL} replicas over all topics, at replication "
+                f"factor {rf}; the others have {other_replicas} at {_t(at)} s",
+            ),
+        )
+        if event.partitions > limit:
+            requirement = _int_requirement(None, limit, note)
+            raise _TimelineError(key, f"{key} must be {requirement}, got {event.partitions}")
+        self.partition_total = others + event.partitions
+        self.replica_total = other_replicas + event.partitions * rf
         self.partitions[event.topic] = event.partitions
         self.plan(event, at, "add_partitions", topic=event.topic, partitions=event.partitions)
 
@@ -1591,7 +1804,11 @@ class _Parser:
         minimum: int | None = None,
         maximum: int | None = None,
         bound_note: str = "",
+        limit: int | None = None,
+        limit_note: str = "",
     ) -> int:
+        """An integer in ``[minimum, maximum]``, then at most ``limit`` (a size bound, its reason
+        in ``limit_note``: "must be an integer <= 1000 (why), got 5000")."""
         if key not in table:
             if default is None:
                 self.fail(shown, f"{shown} is required")
@@ -1604,6 +1821,8 @@ class _Parser:
             or (maximum is not None and value > maximum)
         ):
             self.must(shown, _int_requirement(minimum, maximum, bound_note), value)
+        if limit is not None and value > limit:
+            self.must(shown, _int_requirement(None, limit, limit_note), value)
         return value
 
     def number(
@@ -1614,7 +1833,10 @@ class _Parser:
         default: float | None,
         requirement: str,
         accept: Callable[[float], bool],
+        limit: float | None = None,
+        limit_note: str = "",
     ) -> float:
+        """A finite number ``accept`` takes, then at most ``limit`` (as in :meth:`integer`)."""
         if key not in table:
             if default is None:
                 self.fail(shown, f"{shown} is required")
@@ -1627,6 +1849,8 @@ class _Parser:
             or not accept(float(value))
         ):
             self.must(shown, requirement, value)
+        if limit is not None and value > limit:
+            self.must(shown, f"a number <= {_number(limit)} ({limit_note})", value)
         return float(value)
 
     def string(
@@ -1659,8 +1883,13 @@ class _Parser:
         shown: str,
         default: str | None,
         choices: Sequence[str],
+        lookup: Container[str] | None = None,
     ) -> str:
-        requirement = "one of " + ", ".join(json.dumps(c) for c in choices)
+        """One of ``choices`` (``lookup``: the same names, for an O(1) ``in``)."""
+        fast = table.get(key)
+        if isinstance(fast, str) and fast in (choices if lookup is None else lookup):
+            return fast  # the common case, without building the message
+        requirement = "one of " + _one_of(choices)
         value = self.string(table, key, shown, default, requirement=requirement)
         if value not in choices:
             hint = _hint(value, choices, json.dumps)
@@ -1668,16 +1897,23 @@ class _Parser:
         return value
 
     def topic_list(
-        self, table: Mapping[str, object], key: str, shown: str, known: Sequence[str]
+        self,
+        table: Mapping[str, object],
+        key: str,
+        shown: str,
+        known: Sequence[str],
+        lookup: Container[str] | None = None,
     ) -> tuple[str, ...]:
+        """Declared topics, each once (``lookup``: ``known`` as a set, for an O(1) ``in``)."""
         if key not in table:
             return tuple(known)
         value = table[key]
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
             self.must(shown, "a non-empty array of topic names", value)
+        names = frozenset(known) if lookup is None else lookup
         seen: set[str] = set()
         for i, name in enumerate(value):
-            if name not in known:
+            if name not in names:
                 hint = _hint(name, known, json.dumps)
                 self.fail(f"{shown}[{i}]", f"{shown}[{i}]: no topic {_show(name)} is defined{hint}")
             if name in seen:
@@ -1708,9 +1944,23 @@ class _Parser:
             "a name of letters, digits, '.', '_' or '-' (at most 100)",
         )
         description = self.string(doc, "description", "description", "")
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            self.must(
+                "description",
+                f"a string of at most {MAX_DESCRIPTION_CHARS} characters (it goes into every "
+                f"run's manifest; this one has {len(description)})",
+                description,
+            )
         seed = self.integer(doc, "seed", "seed", 0, 0, 2**63 - 1)
         duration_s = self.number(
-            doc, "duration_s", "duration_s", 60.0, "a number > 0", lambda x: x > 0
+            doc,
+            "duration_s",
+            "duration_s",
+            60.0,
+            "a number > 0",
+            lambda x: x > 0,
+            MAX_DURATION_S,
+            "7 emulated days, the longest run",
         )
         time_scale = self.number(
             doc,
@@ -1720,6 +1970,13 @@ class _Parser:
             f"a number with 0 < time_scale <= {MAX_TIME_SCALE:g}",
             lambda x: 0 < x <= MAX_TIME_SCALE,
         )
+        if time_scale < MIN_TIME_SCALE:
+            self.must(
+                "time_scale",
+                f"a number >= {MIN_TIME_SCALE:g} (a Kafka millisecond is then 10 µs of wall "
+                "time, the finest an event loop's timers keep)",
+                time_scale,
+            )
         kafka_version = self.string(
             doc,
             "kafka_version",
@@ -1736,7 +1993,7 @@ class _Parser:
         topic_names = [t.name for t in topics]
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
-        kafka = self.kafka(self.table(doc, "kafka"))
+        kafka = self.kafka(self.table(doc, "kafka"), time_scale)
         if group.manual_commit != "none":
             for key in AUTO_COMMIT_KEYS:
                 if kafka.get(key) is True:
@@ -1747,7 +2004,10 @@ class _Parser:
                     )
                 kafka[key] = False  # the application commits: auto-commit off everywhere
         placement = self.placement(self.table(doc, "placement"))
-        timeline = self.timeline(doc, duration_s, cluster, topic_names)
+        timeline = self.timeline(doc, duration_s, cluster, topics, group.consumers)
+        self.member_bounds(
+            group, group.consumers + sum(e.count for e in timeline if e.action == "join")
+        )
         scenario = Scenario(
             name=name,
             description=description,
@@ -1770,6 +2030,28 @@ class _Parser:
             self.fail(err.key, str(err))
         return scenario
 
+    def member_bounds(self, group: GroupSpec, members: int) -> None:
+        """The bounds that depend on every member of the run (joins included)."""
+        fewest_per_host = -(-members // MAX_CONSUMER_HOSTS)
+        if group.consumers_per_host < fewest_per_host:
+            self.must(
+                "[group].consumers_per_host",
+                f"an integer >= {fewest_per_host} for the run's {members} members (at most "
+                f"{MAX_CONSUMER_HOSTS} consumer hosts, each a Ray actor process)",
+                group.consumers_per_host,
+            )
+        if members * group.streams_per_consumer > MAX_CONSUMER_THREADS:
+            self.must(
+                "[group].streams_per_consumer",
+                _int_requirement(
+                    None,
+                    MAX_CONSUMER_THREADS // members,
+                    f"at most {MAX_CONSUMER_THREADS} consumer threads, members x "
+                    f"streams_per_consumer, for the run's {members} members",
+                ),
+                group.streams_per_consumer,
+            )
+
     def placement(self, table: dict[str, object]) -> PlacementSpec:
         self.check_keys(table, PLACEMENT_ROLES, _in_section("placement"))
         values = {
@@ -1787,7 +2069,15 @@ class _Parser:
 
     def cluster(self, table: dict[str, object]) -> ClusterSpec:
         self.check_keys(table, ("brokers", "zookeeper_ensemble"), _in_section("cluster"))
-        brokers = self.integer(table, "brokers", "[cluster].brokers", 3, 1)
+        brokers = self.integer(
+            table,
+            "brokers",
+            "[cluster].brokers",
+            3,
+            1,
+            limit=MAX_BROKERS,
+            limit_note="each broker is a Ray actor process",
+        )
         ensemble = self.integer(table, "zookeeper_ensemble", "[cluster].zookeeper_ensemble", 1)
         if ensemble not in ZOOKEEPER_ENSEMBLE_SIZES:
             self.must("[cluster].zookeeper_ensemble", "1, 3 or 5", ensemble)
@@ -1799,8 +2089,16 @@ class _Parser:
         raw = doc["topics"]
         if not isinstance(raw, list) or not raw or not all(isinstance(t, dict) for t in raw):
             self.must("topics", "a non-empty array of tables ([[topics]])", raw)
+        if len(raw) > MAX_TOPICS:
+            self.fail(
+                "topics",
+                f"topics: {len(raw)} [[topics]] tables, more than {MAX_TOPICS} (a legacy "
+                "member's registration znode lists every topic it subscribes to and must fit "
+                "ZooKeeper's 1 MB jute.maxbuffer)",
+            )
         specs: list[TopicSpec] = []
         first_seen: dict[str, int] = {}
+        partition_total = replica_total = 0
         for i, table in enumerate(raw):
             where = f"topics[{i}]"
             self.check_keys(table, ("name", "partitions", "replication_factor"), _in_array(where))
@@ -1822,7 +2120,34 @@ class _Parser:
                     f"(also topics[{first_seen[name]}])",
                 )
             first_seen[name] = i
-            partitions = self.integer(table, "partitions", f"{where}.partitions", None, 1)
+            limit, note = _tighter(
+                (
+                    MAX_PARTITIONS_PER_TOPIC,
+                    "the topic's znode /brokers/topics/<t> holds its whole assignment, "
+                    "within ZooKeeper's 1 MB jute.maxbuffer",
+                ),
+                (
+                    MAX_PARTITIONS_TOTAL - partition_total,
+                    f"at most {MAX_PARTITIONS_TOTAL} partitions over all topics, for the "
+                    "controller's znodes in the embedded ZooKeeper; the topics before have "
+                    f"{partition_total}",
+                ),
+            )
+            partitions = self.integer(
+                table, "partitions", f"{where}.partitions", None, 1, limit=limit, limit_note=note
+            )
+            limit, note = _tighter(
+                (
+                    MAX_REPLICAS_PER_TOPIC // partitions,
+                    f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x "
+                    "replication_factor, in the topic's znode /brokers/topics/<t>",
+                ),
+                (
+                    (MAX_REPLICAS_TOTAL - replica_total) // partitions,
+                    f"at most {MAX_REPLICAS_TOTAL} replicas over all topics, each a log a "
+                    f"broker keeps; the topics before have {replica_total}",
+                ),
+            )
             rf = self.integer(
                 table,
                 "replication_factor",
@@ -1831,7 +2156,11 @@ class _Parser:
                 1,
                 cluster.brokers,
                 "[cluster].brokers",
+                limit=limit,
+                limit_note=note,
             )
+            partition_total += partitions
+            replica_total += partitions * rf
             specs.append(TopicSpec(name=name, partitions=partitions, replication_factor=rf))
         return tuple(specs)
 
@@ -1842,13 +2171,29 @@ class _Parser:
             _in_section("producer"),
         )
         rate = self.number(
-            table, "rate_per_s", "[producer].rate_per_s", 100.0, "a number >= 0", lambda x: x >= 0
+            table,
+            "rate_per_s",
+            "[producer].rate_per_s",
+            100.0,
+            "a number >= 0",
+            lambda x: x >= 0,
+            MAX_RATE_PER_S,
+            "the producer actor partitions every message in Python, about a microsecond each",
         )
         names = self.topic_list(table, "topics", "[producer].topics", [t.name for t in topics])
         partitioner = self.choice(
             table, "partitioner", "[producer].partitioner", "round-robin", PARTITIONERS
         )
-        batch = self.integer(table, "batch_size", "[producer].batch_size", 50, 1)
+        batch = self.integer(
+            table,
+            "batch_size",
+            "[producer].batch_size",
+            50,
+            1,
+            limit=MAX_BATCH_SIZE,
+            limit_note="100 MiB of 1 KiB messages in one produce call, 100 x Kafka's "
+            "message.max.bytes",
+        )
         explicit: int | None = None
         if partitioner == "explicit":
             fewest = min((t for t in topics if t.name in names), key=lambda t: t.partitions)
@@ -1918,10 +2263,24 @@ class _Parser:
         )
         return GroupSpec(
             id=group_id,
-            consumers=self.integer(table, "consumers", "[group].consumers", 1, 1),
+            consumers=self.integer(
+                table,
+                "consumers",
+                "[group].consumers",
+                1,
+                1,
+                limit=MAX_MEMBERS,
+                limit_note="the most members a run holds, joins included",
+            ),
             topics=self.topic_list(table, "topics", "[group].topics", topic_names),
             streams_per_consumer=self.integer(
-                table, "streams_per_consumer", "[group].streams_per_consumer", 1, 1
+                table,
+                "streams_per_consumer",
+                "[group].streams_per_consumer",
+                1,
+                1,
+                limit=MAX_STREAMS_PER_CONSUMER,
+                limit_note="each stream is a queue and a thread id of the member",
             ),
             processing_ms_per_message=self.number(
                 table,
@@ -1930,9 +2289,17 @@ class _Parser:
                 1.0,
                 "a number >= 0",
                 lambda x: x >= 0,
+                MAX_PROCESSING_MS_PER_MESSAGE,
+                "a day per message",
             ),
             consumers_per_host=self.integer(
-                table, "consumers_per_host", "[group].consumers_per_host", 50, 1
+                table,
+                "consumers_per_host",
+                "[group].consumers_per_host",
+                50,
+                1,
+                limit=MAX_MEMBERS_PER_HOST,
+                limit_note="the members of a host share one actor's event loop",
             ),
             static_membership=static,
             assignor=assignor,
@@ -1948,7 +2315,7 @@ class _Parser:
             rebalance_listener=listener,
         )
 
-    def kafka(self, table: dict[str, object]) -> dict[str, KafkaValue]:
+    def kafka(self, table: dict[str, object], time_scale: float) -> dict[str, KafkaValue]:
         values: dict[str, KafkaValue] = {}
         for name, value in table.items():
             shown = f"[kafka].{json.dumps(name)}"
@@ -1970,11 +2337,53 @@ class _Parser:
                     shown,
                     f"{shown}: Kafka requires {left} ({lv}) {op} {right} ({rv}) ({where})",
                 )
+        self.zookeeper_session(values, time_scale)
         return values
+
+    def zookeeper_session(self, values: Mapping[str, KafkaValue], time_scale: float) -> None:
+        """``zookeeper.session.timeout.ms`` x ``time_scale`` must be a timeout ZooKeeper grants.
+
+        The run requests ``round(value * time_scale)`` ms of the embedded ensemble, whose
+        tickTime is at least 1 ms, and ZooKeeper grants at least 2 ticks
+        (``zk_registry.server.tick_time_for``).
+        """
+        name = "zookeeper.session.timeout.ms"
+        value = _kafka_value(name, values, "zookeeper")
+        assert isinstance(value, int)
+        if round(value * time_scale) > INT32_MAX:
+            self.must(
+                f"[kafka].{json.dumps(name)}",
+                f"an integer <= {int(INT32_MAX / time_scale)} at time_scale {time_scale:g} "
+                f"(ZooKeeper's session timeout is a Java int of ms)",
+                value,
+            )
+        if round(value * time_scale) >= ZK_MIN_SESSION_TIMEOUT_MS:
+            return
+        # round() reaches the minimum from minimum - 0.5: start below that, step up.
+        least = max(1, math.floor((ZK_MIN_SESSION_TIMEOUT_MS - 0.5) / time_scale) - 1)
+        while round(least * time_scale) < ZK_MIN_SESSION_TIMEOUT_MS:
+            least += 1
+        self.must(
+            f"[kafka].{json.dumps(name)}",
+            f"an integer >= {least} at time_scale {time_scale:g} (the run asks ZooKeeper for a "
+            f"session of round(value x time_scale) ms, and ZooKeeper grants at least "
+            f"{ZK_MIN_SESSION_TIMEOUT_MS} ticks of at least 1 ms)",
+            value,
+        )
 
     def kafka_value(self, spec: KafkaKeySpec, shown: str, value: object) -> KafkaValue:
         if spec.kind == "int":
-            return self.integer({"v": value}, "v", shown, None, spec.minimum, spec.maximum)
+            limit, note = _kafka_int_limit(spec)
+            return self.integer(
+                {"v": value},
+                "v",
+                shown,
+                None,
+                spec.minimum,
+                spec.maximum,
+                limit=limit,
+                limit_note=note,
+            )
         if spec.kind == "bool":
             if not isinstance(value, bool):
                 self.must(shown, "true or false", value)
@@ -1999,15 +2408,39 @@ class _Parser:
         doc: Mapping[str, object],
         duration_s: float,
         cluster: ClusterSpec,
-        topic_names: Sequence[str],
+        topics: Sequence[TopicSpec],
+        consumers: int,
     ) -> tuple[TimelineEvent, ...]:
         raw = doc.get("timeline", [])
         if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
             self.must("timeline", "an array of tables ([[timeline]])", raw)
-        events = [
-            self.timeline_event(table, i, duration_s, cluster, topic_names)
-            for i, table in enumerate(raw)
-        ]
+        if len(raw) > MAX_TIMELINE_ENTRIES:
+            self.fail(
+                "timeline",
+                f"timeline: {len(raw)} [[timeline]] entries, more than {MAX_TIMELINE_ENTRIES} "
+                "(the orchestrator schedules, and the manifest lists, every one)",
+            )
+        topic_names = [t.name for t in topics]
+        replication = {t.name: t.replication_factor for t in topics}
+        members = consumers
+        events: list[TimelineEvent] = []
+        for i, table in enumerate(raw):
+            event = self.timeline_event(table, i, duration_s, cluster, topic_names, replication)
+            if event.action == "join":
+                # Before the planner names every member: the total stays bounded.
+                if members + event.count > MAX_MEMBERS:
+                    self.must(
+                        f"timeline[{i}].count",
+                        _int_requirement(
+                            None,
+                            MAX_MEMBERS - members,
+                            f"at most {MAX_MEMBERS} members over the run; [group].consumers "
+                            f"and the joins before it make {members}",
+                        ),
+                        event.count,
+                    )
+                members += event.count
+            events.append(event)
         events.sort(key=lambda e: e.at_s)  # stable: ties keep file order
         return tuple(events)
 
@@ -2018,7 +2451,9 @@ class _Parser:
         duration_s: float,
         cluster: ClusterSpec,
         topic_names: Sequence[str],
+        replication: Mapping[str, int],
     ) -> TimelineEvent:
+        """One entry; ``replication``: each topic's replication factor (and its name set)."""
         where = f"timeline[{i}]"
         self.check_keys(table, _ALL_TIMELINE_KEYS, _in_array(where))
         at_s = self.number(
@@ -2048,76 +2483,134 @@ class _Parser:
         def positive(key: str) -> float | None:
             if key not in table:
                 return None
-            return self.number(table, key, f"{where}.{key}", None, "a number > 0", lambda x: x > 0)
+            return required_positive(key)
 
         def required_positive(key: str) -> float:
-            return self.number(table, key, f"{where}.{key}", None, "a number > 0", lambda x: x > 0)
+            return self.number(
+                table,
+                key,
+                f"{where}.{key}",
+                None,
+                "a number > 0",
+                lambda x: x > 0,
+                MAX_DURATION_S,
+                "7 emulated days, the longest run",
+            )
 
         def index(key: str, size: int, note: str) -> int:
             return self.integer(table, key, f"{where}.{key}", None, 0, size - 1, note)
 
-        event = TimelineEvent(at_s=at_s, action=action, index=i)
+        # The fields gathered first and the event built once (``replace`` per field
+        # costs more than the rest of the entry's checks).
+        fields: dict[str, Any] = {}
         if action == "join":
-            count = self.integer(table, "count", f"{where}.count", 1, 1)
-            return replace(event, count=count, interval_s=positive("interval_s"))
-        if action in ("leave", "crash"):
-            return self.departure(table, event, where, positive("interval_s"))
-        if action in ("restart", "network_partition", "subscribe"):
-            event = self.who(table, event, where, many=True)
-        elif action in ("pause", "slow"):
-            event = self.who(table, event, where, many=False)
-        if action == "restart":
-            interval = positive("interval_s")
-            downtime = self.number(
-                table, "downtime_s", f"{where}.downtime_s", 0.0, "a number >= 0", lambda x: x >= 0
+            fields["count"] = self.integer(
+                table,
+                "count",
+                f"{where}.count",
+                1,
+                1,
+                limit=MAX_MEMBERS,
+                limit_note="the most members a run holds",
             )
-            return replace(event, interval_s=interval, downtime_s=downtime)
+            fields["interval_s"] = positive("interval_s")
+        elif action in ("leave", "crash"):
+            fields.update(self.departure(table, action, where, positive("interval_s")))
+        elif action in ("restart", "network_partition", "subscribe"):
+            fields.update(self.who(table, action, where, many=True))
+        elif action in ("pause", "slow"):
+            fields.update(self.who(table, action, where, many=False))
+        if action == "restart":
+            fields["interval_s"] = positive("interval_s")
+            fields["downtime_s"] = self.number(
+                table,
+                "downtime_s",
+                f"{where}.downtime_s",
+                0.0,
+                "a number >= 0",
+                lambda x: x >= 0,
+                MAX_DURATION_S,
+                "7 emulated days, the longest run",
+            )
         if action in ("pause", "slow", "network_partition", "zk_quorum_loss"):
-            event = replace(event, duration_s=required_positive("duration_s"))
+            fields["duration_s"] = required_positive("duration_s")
         if action == "slow":
-            cost = required_positive("processing_ms_per_message")
-            return replace(event, processing_ms_per_message=cost)
-        if action == "network_partition":
-            target = self.choice(table, "target", f"{where}.target", None, PARTITION_TARGETS)
-            return replace(event, target=target)
-        if action == "host_crash":
-            return replace(event, host=self.integer(table, "host", f"{where}.host", None, 0))
-        if action in ("broker_crash", "broker_restart"):
-            broker = index("broker", cluster.brokers, "[cluster].brokers minus one")
-            return replace(event, broker=broker, restart_after_s=positive("restart_after_s"))
-        if action in ("zk_crash", "zk_restart"):
-            zk = index(
+            fields["processing_ms_per_message"] = self.number(
+                table,
+                "processing_ms_per_message",
+                f"{where}.processing_ms_per_message",
+                None,
+                "a number > 0",
+                lambda x: x > 0,
+                MAX_PROCESSING_MS_PER_MESSAGE,
+                "a day per message",
+            )
+        elif action == "network_partition":
+            fields["target"] = self.choice(
+                table, "target", f"{where}.target", None, PARTITION_TARGETS
+            )
+        elif action == "host_crash":
+            fields["host"] = self.integer(table, "host", f"{where}.host", None, 0)
+        elif action in ("broker_crash", "broker_restart"):
+            fields["broker"] = index("broker", cluster.brokers, "[cluster].brokers minus one")
+            fields["restart_after_s"] = positive("restart_after_s")
+        elif action in ("zk_crash", "zk_restart"):
+            fields["zk_member"] = index(
                 "zk_member", cluster.zookeeper_ensemble, "[cluster].zookeeper_ensemble minus one"
             )
-            return replace(event, zk_member=zk, restart_after_s=positive("restart_after_s"))
-        if action == "add_partitions":
-            topic = self.choice(table, "topic", f"{where}.topic", None, topic_names)
-            partitions = self.integer(table, "partitions", f"{where}.partitions", None, 1)
-            return replace(event, topic=topic, partitions=partitions)
-        if action == "subscribe":
+            fields["restart_after_s"] = positive("restart_after_s")
+        elif action == "add_partitions":
+            topic = self.choice(table, "topic", f"{where}.topic", None, topic_names, replication)
+            rf = replication[topic]
+            limit, note = _tighter(
+                (
+                    MAX_PARTITIONS_PER_TOPIC,
+                    "the topic's znode /brokers/topics/<t> holds its whole assignment, within "
+                    "ZooKeeper's 1 MB jute.maxbuffer",
+                ),
+                (
+                    MAX_REPLICAS_PER_TOPIC // rf,
+                    f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x "
+                    f"replication_factor ({rf}), in the topic's znode /brokers/topics/<t>",
+                ),
+            )
+            fields["topic"] = topic
+            fields["partitions"] = self.integer(
+                table, "partitions", f"{where}.partitions", None, 1, limit=limit, limit_note=note
+            )
+        elif action == "subscribe":
             if "topics" not in table:
                 self.fail(f"{where}.topics", f"{where}.topics is required")
-            topics = self.topic_list(table, "topics", f"{where}.topics", topic_names)
-            return replace(event, topics=topics)
-        return event
+            fields["topics"] = self.topic_list(
+                table, "topics", f"{where}.topics", topic_names, lookup=replication
+            )
+        return TimelineEvent(at_s=at_s, action=action, index=i, **fields)
 
     def departure(
         self,
         table: Mapping[str, object],
-        event: TimelineEvent,
+        action: str,
         where: str,
         interval_s: float | None,
-    ) -> TimelineEvent:
-        """A leave or crash: one ``member``, or a scale-in burst of ``count``."""
+    ) -> dict[str, Any]:
+        """A leave or crash: one ``member``, or a scale-in burst of ``count`` (its fields)."""
         if "member" in table and "count" in table:
             self.fail(
                 f"{where}.count",
-                f"{where}.count: not allowed together with {where}.member (a {event.action} "
+                f"{where}.count: not allowed together with {where}.member (a {action} "
                 "names one member, or a count of the newest)",
             )
         if "count" in table:
-            count = self.integer(table, "count", f"{where}.count", None, 1)
-            return replace(event, count=count, interval_s=interval_s)
+            count = self.integer(
+                table,
+                "count",
+                f"{where}.count",
+                None,
+                1,
+                limit=MAX_MEMBERS,
+                limit_note="the most members a run holds",
+            )
+            return {"count": count, "interval_s": interval_s}
         if interval_s is not None:
             self.fail(
                 f"{where}.interval_s",
@@ -2128,27 +2621,33 @@ class _Parser:
                 f"{where}.member",
                 f'{where}.member is required (a name like "c-3" or "random"), or a count',
             )
-        return replace(event, member=self.member(table, f"{where}.member"))
+        return {"member": self.member(table, f"{where}.member")}
 
     def who(
-        self, table: Mapping[str, object], event: TimelineEvent, where: str, *, many: bool
-    ) -> TimelineEvent:
-        """The ``member`` (or, when ``many``, ``members``) an action acts on."""
+        self, table: Mapping[str, object], action: str, where: str, *, many: bool
+    ) -> dict[str, Any]:
+        """The ``member`` (or, when ``many``, ``members``) an action acts on (its field)."""
         if "member" in table and "members" in table:
             self.fail(
                 f"{where}.members",
                 f"{where}.members: not allowed together with {where}.member",
             )
         if "member" in table:
-            return replace(event, member=self.member(table, f"{where}.member"))
-        if not many or (event.action != "subscribe" and "members" not in table):
+            return {"member": self.member(table, f"{where}.member")}
+        if not many or (action != "subscribe" and "members" not in table):
             key = f"{where}.member"
             extra = " (or members)" if many else ""
             self.fail(key, f'{key}{extra} is required (a name like "c-3" or "random")')
         value = table.get("members", "all")
         requirement = '"all" or a non-empty array of member names like "c-3"'
         if value == "all":
-            return replace(event, members="all")
+            return {"members": "all"}
+        if isinstance(value, list) and len(value) > MAX_MEMBERS:
+            self.fail(
+                f"{where}.members",
+                f"{where}.members: {len(value)} names, more than the {MAX_MEMBERS} members a "
+                "run holds",
+            )
         if (
             not isinstance(value, list)
             or not value
@@ -2156,13 +2655,15 @@ class _Parser:
         ):
             self.must(f"{where}.members", requirement, value)
         names: list[str] = [str(v) for v in value]
+        seen: set[str] = set()
         for n, name in enumerate(names):
-            if name in names[:n]:
+            if name in seen:
                 self.fail(
                     f"{where}.members[{n}]",
                     f"{where}.members[{n}]: member {_show(name)} is listed twice",
                 )
-        return replace(event, members=tuple(names))
+            seen.add(name)
+        return {"members": tuple(names)}
 
     def member(self, table: Mapping[str, object], shown: str) -> str:
         return self.string(table, "member", shown, None)
@@ -2203,12 +2704,28 @@ def _in_array(where: str) -> Callable[[str], str]:
     return lambda key: f"{where}.{key}"
 
 
+def _tighter(*limits: tuple[int, str]) -> tuple[int, str]:
+    """The smallest of several size limits, with its reason."""
+    return min(limits, key=lambda pair: pair[0])
+
+
+def _number(value: float) -> str:
+    """A bound as messages show it: ``604800``, ``10000000``, ``0.01``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _one_of(choices: Sequence[str], shown: int = 20) -> str:
+    """``"a", "b", "c"``: the first ``shown`` choices, then how many there are in all."""
+    listed = ", ".join(json.dumps(c) for c in choices[:shown])
+    return listed if len(choices) <= shown else f"{listed}, ... ({len(choices)} in all)"
+
+
 def _int_requirement(minimum: int | None, maximum: int | None, bound_note: str) -> str:
     note = f" ({bound_note})" if bound_note else ""
     if minimum is not None and maximum is not None:
         return f"an integer between {minimum} and {maximum}{note}"
     if minimum is not None:
-        return f"an integer >= {minimum}"
+        return f"an integer >= {minimum}{note}"
     if maximum is not None:
         return f"an integer <= {maximum}{note}"
     return "an integer"

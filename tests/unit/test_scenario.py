@@ -536,7 +536,7 @@ ERROR_CASES: list[tuple[str, str, str]] = [
     (
         TOPIC + '[kafka]\n"rebalance.max.retries" = "4"\n',
         '[kafka]."rebalance.max.retries"',
-        'must be an integer >= 0, got "4"',
+        'must be an integer >= 1, got "4"',
     ),
     (
         TOPIC + '[kafka]\n"rebalance.backoff.ms" = true\n',
