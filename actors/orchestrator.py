@@ -183,15 +183,13 @@ def probe_ray(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> str:
 def ensure_ray(address: str | None) -> None:
     """Start or join Ray once for this process.
 
-    Joining is checked first (:func:`probe_ray`), so a wrong address fails in
-    seconds. The process's SIGINT/SIGTERM/SIGHUP handlers are kept: Ray's
+    :func:`run_scenario` checks a cluster's address first (:func:`probe_ray`),
+    so a wrong one fails in seconds. The process's SIGINT/SIGTERM/SIGHUP handlers are kept: Ray's
     driver installs its own SIGTERM handler (``sys.exit``), which would turn a
     polite stop into a failed run.
     """
     if ray.is_initialized():
         return
-    if address:
-        probe_ray(address)
     kept = _signal_handlers()
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
@@ -1259,6 +1257,8 @@ def run_scenario(
     zk_tmp: str | None = None
     results: list[ProtocolResult] = []
     try:
+        if ray_address and not ray.is_initialized():
+            probe_ray(ray_address)  # a wrong address fails before anything is started
         if loc.is_url and zookeeper is None:  # the embedded ZooKeeper's data stays on local disk
             zk_tmp = tempfile.mkdtemp(prefix="rebalance-emu-zk-")
         zk_hosts, zk_info = _zookeeper(scenario, Path(zk_tmp) if zk_tmp else out_path, zookeeper)

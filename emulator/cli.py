@@ -397,9 +397,11 @@ def _compare(
     with the report written, unless ``allow_incomplete``.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # A Ctrl-C in a Spark job makes py4j log the broken gateway call: the one
-    # line "interrupted" says it all.
+    # A Ctrl-C in a Spark job makes py4j log the broken gateway call, through
+    # its own loggers and the root one (logging.exception): the one line
+    # "interrupted" says it all.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_py4j)
     try:
         cmp = importlib.import_module("analysis.compare")
     except ImportError as exc:
@@ -409,6 +411,7 @@ def _compare(
             cmp.check_run_dir(d)
     except cmp.CompareError as exc:
         return _fail(str(exc), EXIT_USAGE), None
+    had_spark = _active_spark() is not None
     try:
         with stop_signals():
             outcome = cmp.compare_runs(
@@ -425,7 +428,8 @@ def _compare(
         first = (str(exc).strip().splitlines() or [""])[0]
         return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
     finally:
-        _stop_spark()
+        if not had_spark:  # a session the caller had stays theirs
+            _stop_spark()
     report_dir: Path = outcome.report_dir
     if outcome.incomplete:
         which = ", ".join(outcome.incomplete)
@@ -443,12 +447,20 @@ def _compare(
     return 0, report_dir
 
 
+def _not_py4j(record: logging.LogRecord) -> bool:
+    """A logging filter: drop what py4j logs on the root logger."""
+    return "py4j" not in record.pathname
+
+
+def _active_spark() -> Any:
+    """This process's active SparkSession, if pyspark is loaded and one runs."""
+    mod = sys.modules.get("pyspark.sql")
+    return None if mod is None else mod.SparkSession.getActiveSession()
+
+
 def _stop_spark() -> None:
     """Stop the SparkSession this process started, if any."""
-    mod = sys.modules.get("pyspark.sql")
-    if mod is None:
-        return
-    session = mod.SparkSession.getActiveSession()
+    session = _active_spark()
     if session is not None:
         session.stop()
 

@@ -103,3 +103,18 @@ def test_a_bad_zk_auth_is_one_line_without_the_password(tmp_path: Path) -> None:
     proc = _cli("run", "quickstart", "--zk-auth", ":hunter2", cwd=tmp_path)
     _one_line_error(proc, "--zk-auth must be user:password")
     assert "hunter2" not in proc.stderr
+
+
+def test_live_status_shows_claim_columns_for_the_0_8_consumer_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from emulator.cli import _LiveStatus
+
+    st = {"duration_s": 10, "emu_s": 5, "members": 2, "attempts": 3, "conflicts": 1}
+    for protocol in ("zookeeper", "classic-eager"):
+        status = _LiveStatus()
+        status.tty = False
+        status({**st, "protocol": protocol})
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "attempts 3  conflicts 1" in lines[0]
+    assert "attempts" not in lines[1] and "conflicts" not in lines[1]

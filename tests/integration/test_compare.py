@@ -550,8 +550,30 @@ def test_compare_of_damaged_logs_gives_no_verdict_and_exits_3(
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "INCOMPLETE EVIDENCE for consumer" in md and want[1] in md
     assert 'class="incomplete"' in (tmp_path / "rep" / "report.html").read_text()
-    assert main(["compare", str(run), "--out", str(tmp_path / "rep2"), "--allow-incomplete"]) == 0
+
+
+def test_allow_incomplete_exits_0_with_a_warning(
+    small_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exit code follows the evidence (the comparison itself is the test above's)."""
+    import analysis.compare as cmp
+    from analysis.evidence import assess_run_dir
+    from emulator.cli import main
+
+    run = _copy(small_run, tmp_path)
+    _damage(run, "deleted")
+
+    def evidence_only(run_dirs: Any, out_dir: Any, *_a: Any, **_k: Any) -> Any:
+        return cmp.CompareOutcome(Path(out_dir), {"run": assess_run_dir(run_dirs[0])})
+
+    monkeypatch.setattr(cmp, "compare_runs", evidence_only)
+    assert main(["compare", str(run), "--out", str(tmp_path / "r"), "--allow-incomplete"]) == 0
     assert "warning: incomplete evidence for consumer" in capsys.readouterr().err
+    assert main(["compare", str(run), "--out", str(tmp_path / "r")]) == 3
+    assert main(["compare", str(small_run), "--out", str(tmp_path / "r")]) == 0
 
 
 def test_compare_cli_errors_are_one_line(
