@@ -5,7 +5,8 @@ What it measures, per size (millions of events):
 
 1. **generate**: a synthetic run directory in the real log format: the record
    layout of :class:`emulator.eventlog.EventWriter` (same key order, envelope,
-   ``seq`` per file, ``None`` fields left out), packed with ``msgpack`` directly
+   ``seq`` per file, ``None`` fields left out, checksummed blocks of 256 KiB
+   and a closing block), packed with ``msgpack`` directly
    (EventWriter's per-event bookkeeping would dominate at 30 M). Four
    protocols, each with an orchestrator, 3 brokers, 1 producer and 4 consumer
    hosts (8 members on 32 partitions); data batches of 10 offsets produced and
@@ -13,7 +14,7 @@ What it measures, per size (millions of events):
    partition (legacy: trigger/attempt/release/claim/commit/complete; modern:
    revoked/assigned with partition lists and commits). Not timed in the ratio.
 2. **plan**: :func:`analysis.datasource.load_events`' driver walk
-   (``msgpack.Unpacker.skip`` + ``tell`` per record: boundaries, counts, tails).
+   (schema 2: block headers and CRC32C checksums: boundaries, counts, tails, damage).
 3. **data source scan**: the loaded DataFrame written to Spark's ``noop`` sink,
    which materialises every column of every row (``count()`` would too, since a
    Python data source cannot prune, but ``noop`` is the same for Parquet).
@@ -63,6 +64,10 @@ from typing import Any
 
 import msgpack
 
+from emulator.events import SCHEMA_VERSION
+from emulator.logformat import closing_block, frame
+
+FLUSH_BYTES = 256 * 1024  # EventWriter's default flush size: one block each
 PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
 TOPIC = "events"
 PARTITIONS = 32
@@ -84,6 +89,7 @@ class _Files:
         self.bufs: dict[str, list[bytes]] = {}
         self.seqs: dict[str, int] = {}
         self.sizes: dict[str, int] = {}
+        self.blocks: dict[str, int] = {}
         self.total = 0
         events_dir.mkdir(parents=True, exist_ok=True)
 
@@ -91,7 +97,7 @@ class _Files:
         seq = self.seqs.get(actor, 0)
         self.seqs[actor] = seq + 1
         ev: dict[str, object] = {
-            "v": 1,
+            "v": SCHEMA_VERSION,
             "seq": seq,
             "kind": kind,
             "t_emu_ms": t,
@@ -108,18 +114,25 @@ class _Files:
         buf.append(rec)
         self.sizes[actor] = self.sizes.get(actor, 0) + len(rec)
         self.total += 1
-        if self.sizes[actor] >= 4 << 20:
+        if self.sizes[actor] >= FLUSH_BYTES:
             self.flush(actor)
 
-    def flush(self, actor: str) -> None:
+    def flush(self, actor: str, closing: bool = False) -> None:
+        """One checksummed block, as EventWriter.flush writes it (and its closing block)."""
+        buf = self.bufs.get(actor, [])
+        out = frame(b"".join(buf), len(buf)) if buf else b""
+        if buf:
+            self.blocks[actor] = self.blocks.get(actor, 0) + 1
+        if closing:
+            out += closing_block(self.seqs.get(actor, 0), self.blocks.get(actor, 0))
         with open(self.dir / f"{actor}.msgpack", "ab") as f:
-            f.write(b"".join(self.bufs.get(actor, [])))
+            f.write(out)
         self.bufs[actor] = []
         self.sizes[actor] = 0
 
     def close(self) -> None:
         for actor in list(self.bufs):
-            self.flush(actor)
+            self.flush(actor, closing=True)
 
 
 def _owners(epoch: int) -> dict[int, int]:
@@ -310,7 +323,12 @@ def _du(path: Path, pattern: str) -> int:
 
 def where_time_goes(run: Path) -> dict[str, Any]:
     """One 64 MiB segment decoded on one core outside Spark, step by step."""
-    from analysis.datasource import DEFAULT_SEGMENT_BYTES, plan_file, read_segment
+    from analysis.datasource import (
+        DEFAULT_SEGMENT_BYTES,
+        _segment_records,
+        plan_file,
+        read_segment,
+    )
     from analysis.schema import column_names
 
     biggest = max(run.rglob("*.msgpack"), key=lambda f: f.stat().st_size)
@@ -318,23 +336,22 @@ def where_time_goes(run: Path) -> dict[str, Any]:
     seg = plan.segments[0]
     names = column_names()[:-1]
 
-    def unpack_only() -> None:
+    def unpack_only() -> None:  # blocks read, checksums verified, records decoded
         with open(seg.path, "rb") as f:
             f.seek(seg.start)
-            u = msgpack.Unpacker(f, raw=False, read_size=1 << 20)
-            for _ in range(seg.records):
-                u.unpack()
+            for _ in _segment_records(seg, f):
+                pass
 
     def to_lists() -> None:
         with open(seg.path, "rb") as f:
             f.seek(seg.start)
-            u = msgpack.Unpacker(f, raw=False, read_size=1 << 20)
+            records = _segment_records(seg, f)
             left = seg.records
             while left:
                 n = min(16384, left)
                 cols: dict[str, list[Any]] = {k: [None] * n for k in names}
                 for i in range(n):
-                    for k, v in u.unpack().items():
+                    for k, v in next(records)[1].items():
                         cols[k][i] = v
                 left -= n
 

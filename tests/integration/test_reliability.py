@@ -374,7 +374,7 @@ def _tiny_run_dir(root: Path) -> Path:
 
 
 @pytest.mark.spark
-def test_ctrl_c_in_compare_is_one_line_and_stops_spark(tmp_path: Path) -> None:
+def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Path) -> None:
     run = _tiny_run_dir(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "emulator.cli", "compare", str(run), "--out", str(tmp_path / "r")],
@@ -388,6 +388,9 @@ def test_ctrl_c_in_compare_is_one_line_and_stops_spark(tmp_path: Path) -> None:
                if psutil.pid_exists(p) and psutil.Process(p).name() == "java"}
     assert jvm, "Spark's JVM never started"
     time.sleep(3.0)  # into the comparison
+    spark_listening = _listeners(set(_tree(proc.pid)))
+    assert spark_listening  # the py4j gateway, the block manager ...
+    assert [x for x in spark_listening if x[0] not in ("127.0.0.1", "::1")] == []
     proc.send_signal(signal.SIGINT)
     code, _took, err = _finish(proc)
     assert code in (130, 0), err  # 0: it finished before the signal landed
