@@ -155,9 +155,21 @@ def test_broker_failure_fails_leaders_over_and_the_auto_rebalance_restores_them(
         for e in changes
         if e["reason"] == "auto_rebalance"
     )
-    # The ISR shrank when the broker died and grew back when it caught up.
+    # The ISR shrank when the broker died and grew back when it caught up. Which
+    # broker is the controller is a race. When the dead broker was not, the
+    # controller's onBrokerFailure takes it out of every ISR it followed in
+    # (removeReplicaFromIsr: "shrink"). When it was, the new controller's
+    # onControllerFailover elects the leaders it led but does not run
+    # onBrokerFailure for it (K@0.8.2.2 KafkaController): only the leaders'
+    # isr-expiration check, every replica.lag.time.max.ms, may shrink the other
+    # ISRs before the restart, or may not. Either way, the partitions it led
+    # left it out (offline, above) and took it back once it caught up.
+    controller = [e for e in events if e["kind"] == "controller_elected"]
+    before = [e for e in controller if float(e["t_emu_ms"]) < crash.at_s * 1000]
     isr = {e["reason"] for e in events if e["kind"] == "isr_changed"}
-    assert {"shrink", "expand"} <= isr
+    assert "expand" in isr
+    if before and int(before[-1]["broker"]) != dead:
+        assert "shrink" in isr
     # ... and the data path went on: nothing acknowledged was lost or left unprocessed.
     counts = entry["counts"]
     assert counts["produced"] > 0.8 * scenario.producer.rate_per_s * scenario.duration_s
