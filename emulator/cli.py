@@ -103,13 +103,14 @@ def prepare_local_ray(joining: bool) -> None:
     address is the loopback and every gRPC server, the raylet, the workers
     and the dashboard agent listen there) and requires a token generated for
     this run (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``: in this process's
-    environment only, never written to disk). Joining a cluster keeps the
+    environment only, never written to disk). Joining a cluster
+    (``--ray-address``, or ``$RAY_ADDRESS`` as in a Ray job) keeps the
     cluster's own settings. Nothing changes once Ray is imported (it read its
     settings then: an embedding process decided).
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if joining or "ray" in sys.modules:
-        return
+    if joining or os.environ.get("RAY_ADDRESS") or "ray" in sys.modules:
+        return  # a cluster (--ray-address, or a Ray job's RAY_ADDRESS), or Ray already loaded
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_urlsafe(32)

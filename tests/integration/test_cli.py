@@ -118,3 +118,25 @@ def test_live_status_shows_claim_columns_for_the_0_8_consumer_only(
     lines = capsys.readouterr().err.strip().splitlines()
     assert "attempts 3  conflicts 1" in lines[0]
     assert "attempts" not in lines[1] and "conflicts" not in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [({}, "token 0"), ({"RAY_ADDRESS": "10.0.0.1:6379"}, "None None")],
+)
+def test_a_local_ray_gets_loopback_and_a_token_a_cluster_keeps_its_own(
+    env: dict[str, str], want: str
+) -> None:
+    code = (
+        "import os\n"
+        "from emulator.cli import prepare_local_ray\n"
+        "prepare_local_ray(joining=False)\n"
+        "e = os.environ\n"
+        "print(e.get('RAY_AUTH_MODE'), e.get('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+        timeout=60, cwd=ROOT,
+    )
+    assert proc.stdout.strip() == want, proc.stderr
