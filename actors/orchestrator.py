@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1100,11 +1100,13 @@ class ProtocolRun:
     def _teardown(self) -> None:
         """Stop every actor (they close their logs), bounded in time; then kill them.
 
-        The calls of each step go out together and are waited for until a
-        deadline: :data:`TEARDOWN_S` normally, :data:`INTERRUPTED_TEARDOWN_S`
-        after an interruption (Ctrl-C, SIGTERM, SIGHUP), so the CLI exits
-        within seconds; an actor that has not stopped by then is killed and
-        its log stays as far as it was flushed (whole blocks, unclosed).
+        Every call is waited for until one deadline: :data:`TEARDOWN_S`
+        normally, :data:`INTERRUPTED_TEARDOWN_S` after an interruption (Ctrl-C,
+        SIGTERM, SIGHUP), so the CLI exits within seconds. The hosts stop one
+        after the other normally (their members leave in turn, as a run always
+        ended), all at once after an interruption. An actor that has not
+        stopped by the deadline is killed and its log stays as far as it was
+        flushed (whole blocks, unclosed).
         """
         budget = INTERRUPTED_TEARDOWN_S if self.interrupted else TEARDOWN_S
         deadline = time.monotonic() + budget
@@ -1113,19 +1115,15 @@ class ProtocolRun:
         if not self.interrupted:  # what each host cost, in case its stop times out
             for i, st in self._wait_all({i: self.hosts[i].stats.remote() for i in live}, deadline):
                 actors[f"host-{i}"] = st
-        if self.interrupted:  # all at once
-            stops: dict[Any, Any] = {f"host-{i}": self.hosts[i].stop.remote() for i in live}
-        else:  # one host after the other, as the run always ended (its members leave in turn)
-            stops = {}
-            for i in live:
-                one = {f"host-{i}": self.hosts[i].stop.remote()}
-                for name, st in self._wait_all(one, deadline):
-                    actors[name] = st
+        stops: dict[Any, Any] = {}
+        for i in live:
+            stops[f"host-{i}"] = self.hosts[i].stop.remote()
+            if not self.interrupted:
+                actors.update(self._wait_all(stops, deadline))
+                stops = {}
         if self.producer is not None:
             stops["producer-0"] = self.producer.stop.remote()
-        for name, st in self._wait_all(stops, deadline):
-            if name.startswith("host-"):
-                actors[name] = st
+        actors.update((k, st) for k, st in self._wait_all(stops, deadline) if k.startswith("host-"))
         if not self.interrupted:
             actors.update(self._broker_stats(max(1.0, deadline - time.monotonic())))
         # Controllers first, so stopping the brokers moves no leader.
@@ -1138,7 +1136,7 @@ class ProtocolRun:
                     ray.kill(a)
 
     @staticmethod
-    def _wait_all(calls: dict[Any, Any], deadline: float) -> Any:
+    def _wait_all(calls: dict[Any, Any], deadline: float) -> Iterator[tuple[Any, Any]]:
         """``(key, result)`` of each call that answered by ``deadline``; failures are skipped."""
         if not calls:
             return

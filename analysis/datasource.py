@@ -212,7 +212,7 @@ def _plan_stream(
         first = 0
         for i in range(1, len(cuts)):
             if cuts[i] - cuts[first] >= limit or i == len(cuts) - 1:
-                blocks.append(Block(cuts[first], cuts[i], cuts[first], i - first, None))
+                blocks.append(Block(cuts[first], cuts[i], i - first, None))
                 first = i
     seg: list[Block] = []
 

@@ -105,27 +105,22 @@ def _run_end(manifest: Mapping[str, Any], protocol: str) -> str | None:
 
 
 def assess(
-    manifest: Mapping[str, Any],
-    files: Sequence[tuple[str, FileReport]],
-    protocols: Sequence[str] | None = None,
+    manifest: Mapping[str, Any], files: Sequence[tuple[str, FileReport]]
 ) -> dict[str, Evidence]:
-    """Each protocol's evidence.
+    """The evidence of each protocol with logs, or with logs the manifest lists.
 
     Args:
         manifest: the run's ``manifest.json``.
         files: ``(path relative to the run directory, walk report)`` of every
             log read.
-        protocols: the protocols to assess (default: those with logs, and
-            those the manifest lists logs for).
     """
     by_proto: dict[str, dict[str, FileReport]] = {}
     for rel, rep in files:
         proto, actor = _split(rel)
         by_proto.setdefault(proto, {})[actor] = rep
     storage = (manifest.get("event_storage") or {}).get("protocols") or {}
-    names = list(protocols) if protocols is not None else sorted({*by_proto, *storage} - {""})
     out: dict[str, Evidence] = {}
-    for proto in names:
+    for proto in sorted({*by_proto, *storage} - {""}):
         ev = Evidence(proto)
         out[proto] = ev
         present = by_proto.get(proto, {})

@@ -52,6 +52,11 @@ class Interrupted(KeyboardInterrupt):
         self.code = 128 + signum
 
 
+def _exit_code(exc: KeyboardInterrupt) -> int:
+    """128 + the signal that interrupted (130 for a plain KeyboardInterrupt)."""
+    return exc.code if isinstance(exc, Interrupted) else 130
+
+
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` once; later ones only hurry.
@@ -316,8 +321,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except orch.RunError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt as exc:
-        code = exc.code if isinstance(exc, Interrupted) else 130
-        return _fail(f"interrupted; what was written is in {out}", code)
+        return _fail(f"interrupted; what was written is in {out}", _exit_code(exc))
     _print_summary(results, out)
     statuses = {r.status for r in results}
     if statuses <= {"completed"}:
@@ -424,7 +428,7 @@ def _compare(
     except cmp.CompareError as exc:
         return _fail(str(exc)), None
     except KeyboardInterrupt as exc:
-        return _fail("interrupted", exc.code if isinstance(exc, Interrupted) else 130), None
+        return _fail("interrupted", _exit_code(exc)), None
     except Exception as exc:  # a Spark failure: one line, not a JVM stack trace
         first = (str(exc).strip().splitlines() or [""])[0]
         return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
@@ -671,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except KeyboardInterrupt as exc:
-        return _fail("interrupted", exc.code if isinstance(exc, Interrupted) else 130)
+        return _fail("interrupted", _exit_code(exc))
     except MemoryError:
         return _fail("out of memory (a size in the input is too large for this machine)")
     except Exception as exc:

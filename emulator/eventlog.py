@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 import msgpack
-from crc32c import crc32c
 
 from emulator.events import SCHEMA_VERSION, Event, EventKind, validate_event
 from emulator.logformat import (
@@ -30,6 +29,7 @@ from emulator.logformat import (
     Readable,
     closing_block,
     frame,
+    stream_checksum,
     walk,
 )
 
@@ -273,10 +273,5 @@ def read_run_events(events_dir: str | Path, stats: ReadStats | None = None) -> I
 
 def file_checksum(path: str | Path) -> tuple[int, str]:
     """A file's size and CRC32C (hex), read in bounded memory."""
-    crc = 0
-    size = 0
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            crc = crc32c(chunk, crc)
-            size += len(chunk)
-    return size, f"{crc:08x}"
+        return stream_checksum(f)

@@ -39,6 +39,7 @@ _MAGICS: Final = (BLOCK_MAGIC, CLOSE_MAGIC)
 _MAGIC_PREFIX: Final = b"\xc1R"
 HEADER: Final = struct.Struct("<4sIIII")
 HEADER_BYTES: Final = HEADER.size  # 20
+_CHECKED: Final = struct.Struct("<4sIII")  # the header bytes its own checksum covers
 MAX_BLOCK_BYTES: Final = 64 * 1024 * 1024
 """The largest payload a block may declare (the writer splits larger flushes)."""
 
@@ -59,10 +60,8 @@ def frame(payload: bytes, records: int, *, closing: bool = False) -> bytes:
     """One block: its header followed by ``payload``."""
     if len(payload) > MAX_BLOCK_BYTES:
         raise ValueError(f"a block holds at most {MAX_BLOCK_BYTES} bytes, not {len(payload)}")
-    head = struct.pack(
-        "<4sIII", CLOSE_MAGIC if closing else BLOCK_MAGIC, len(payload), records, crc32c(payload)
-    )
-    return head + struct.pack("<I", crc32c(head)) + payload
+    fields = (CLOSE_MAGIC if closing else BLOCK_MAGIC, len(payload), records, crc32c(payload))
+    return HEADER.pack(*fields, crc32c(_CHECKED.pack(*fields))) + payload
 
 
 def closing_block(records: int, blocks: int) -> bytes:
@@ -127,15 +126,24 @@ class FileReport:
 class Block:
     """A sound data block, or a run of schema-1 records (``offset``..``end``).
 
-    ``payload`` is the block's bytes (schema 2) when the walk keeps them, else
-    ``None``; ``first`` is the offset of the first record (after the header).
+    ``payload`` is the block's events (schema 2, after its header) or the
+    record's bytes (schema 1) when the walk keeps them, else ``None``.
     """
 
     offset: int
     end: int
-    first: int
     records: int
     payload: bytes | None
+
+
+def stream_checksum(f: Readable) -> tuple[int, str]:
+    """The size and CRC32C (hex) of a stream read to its end, in bounded memory."""
+    crc = 0
+    size = 0
+    while chunk := f.read(_READ_SIZE):
+        crc = crc32c(bytes(chunk), crc)
+        size += len(chunk)
+    return size, f"{crc:08x}"
 
 
 class _Buffered:
@@ -208,7 +216,7 @@ def _sound_header(head: bytes) -> tuple[bytes, int, int, int] | None:
     if len(head) < HEADER_BYTES:
         return None
     magic, length, records, pcrc, hcrc = HEADER.unpack(head)
-    if magic not in _MAGICS or crc32c(head[:16]) != hcrc or length > MAX_BLOCK_BYTES:
+    if magic not in _MAGICS or crc32c(head[: _CHECKED.size]) != hcrc or length > MAX_BLOCK_BYTES:
         return None
     return magic, length, records, pcrc
 
@@ -263,27 +271,25 @@ def _walk_v2(
     buf: _Buffered, name: str, size: int, report: FileReport, keep_payload: bool
 ) -> Iterator[Block]:
     pos = 0
-    last_closing = False
+    closed = False  # the last thing read was a sound closing block
     while pos < size:
+        closed = False
         head = buf.get(pos, HEADER_BYTES)
         sound = _sound_header(head)
         if sound is None:
             if len(head) < HEADER_BYTES and any(m.startswith(head[:4]) for m in _MAGICS):
                 report.truncated_tail_bytes += size - pos  # a header cut short at the end
-                last_closing = False
                 break
             nxt = buf.find_header(pos + 1, size)
             end = size if nxt is None else nxt
             why = "bad block header" if head[:4] in _MAGICS else "bytes outside any block"
             report.damage.append(Damage(name, pos, end - pos, why))
-            last_closing = False
             pos = end
             continue
         magic, length, records, pcrc = sound
         end = pos + HEADER_BYTES + length
         if end > size:
             report.truncated_tail_bytes += size - pos  # the writer died mid-block
-            last_closing = False
             break
         payload = buf.get(pos + HEADER_BYTES, length)
         if crc32c(payload) != pcrc:
@@ -295,19 +301,17 @@ def _walk_v2(
             report.damage.append(
                 Damage(name, pos, stop - pos, what, records if magic == BLOCK_MAGIC else None)
             )
-            last_closing = False
             pos = stop
             continue
         buf.release(end)
         if magic == CLOSE_MAGIC:
-            last_closing = True
+            closed = True
         else:
-            last_closing = False
             report.blocks += 1
             report.records += records
-            yield Block(pos, end, pos + HEADER_BYTES, records, payload if keep_payload else None)
+            yield Block(pos, end, records, payload if keep_payload else None)
         pos = end
-    report.closed = last_closing
+    report.closed = closed
 
 
 def _walk_v1(
@@ -355,9 +359,9 @@ def _walk_v1(
         end = unpacker.tell()
         records += 1
         if keep_payload:
-            yield Block(pos, end, pos, 1, buf.get(pos, end - pos))
+            yield Block(pos, end, 1, buf.get(pos, end - pos))
         pos = end
         buf.release(pos)
     report.records = records
     if records and not keep_payload:
-        yield Block(0, pos, 0, records, None)
+        yield Block(0, pos, records, None)

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from crc32c import crc32c
-
 from emulator.eventlog import ReadStats, iter_event_stream
 from emulator.events import Event
+from emulator.logformat import stream_checksum
 
 EVENTS_GLOB = "*/events/*.msgpack"
 """Where a run directory's event logs are, relative to it."""
@@ -209,16 +208,11 @@ class Location:
 
     def checksum(self, rel: str) -> tuple[int, str]:
         """File ``rel``'s size and CRC32C (hex), streamed in bounded memory."""
-        crc = 0
-        size = 0
         with self.open_input(rel) as f:
             try:
-                while chunk := f.read(1 << 20):
-                    crc = crc32c(bytes(chunk), crc)
-                    size += len(chunk)
+                return stream_checksum(f)
             except Exception as exc:
                 raise self._error("cannot read", rel, exc) from None
-        return size, f"{crc:08x}"
 
     def read_text(self, rel: str) -> str:
         """The whole content of file ``rel``, UTF-8."""

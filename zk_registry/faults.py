@@ -27,7 +27,12 @@ from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import KazooException  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-from zk_registry.server import ZooKeeperError, four_letter_word
+from zk_registry.server import (
+    ZooKeeperError,
+    four_letter_word,
+    parse_connect_string,
+    split_host_port,
+)
 
 __all__ = [
     "SessionExpiryError",
@@ -47,24 +52,13 @@ class SessionExpiryError(ZooKeeperError):
 def split_connect_string(connect_string: str) -> tuple[list[tuple[str, int]], str]:
     """Split ``"h1:p1,h2:p2/chroot"`` into ``([("h1", p1), ("h2", p2)], "/chroot")``.
 
-    The chroot is ``""`` when there is none.
+    The chroot is ``""`` when there is none (:func:`zk_registry.server.parse_connect_string`).
 
     Raises:
         ValueError: on a malformed host entry.
     """
-    hosts_part, slash, chroot = connect_string.partition("/")
-    hosts: list[tuple[str, int]] = []
-    for entry in hosts_part.split(","):
-        entry = entry.strip()
-        if not entry:
-            continue
-        host, sep, port = entry.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bad host:port {entry!r} in connect string {connect_string!r}")
-        hosts.append((host.strip("[]"), int(port)))
-    if not hosts:
-        raise ValueError(f"no hosts in connect string {connect_string!r}")
-    return hosts, (slash + chroot).rstrip("/")
+    members, chroot = parse_connect_string(connect_string)
+    return [split_host_port(m, connect_string) for m in members], chroot
 
 
 def session_on_server(connect_string: str, session_id: int, timeout: float = 2.0) -> bool | None:

@@ -83,6 +83,7 @@ __all__ = [
     "parse_srvr",
     "pid_alive",
     "probe_zookeeper",
+    "split_host_port",
     "terminate_pid",
     "tick_time_for",
     "zookeeper_classpath",
@@ -333,14 +334,19 @@ def parse_connect_string(connect: str) -> tuple[list[str], str]:
         entry = raw.strip()
         if not entry:
             continue
-        host, port = _split_host_port(entry, connect)
+        host, port = split_host_port(entry, connect)
         hosts.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     if not hosts:
         raise ValueError(f"ZooKeeper connect string {connect!r} has no host:port")
     return hosts, chroot
 
 
-def _split_host_port(entry: str, connect: str) -> tuple[str, int]:
+def split_host_port(entry: str, connect: str) -> tuple[str, int]:
+    """``(host, port)`` of one connect-string member (``[v6]`` unbracketed, port 2181 if none).
+
+    Raises:
+        ValueError: naming ``connect`` and the bad member.
+    """
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         port_text = rest[1:] if rest.startswith(":") else ""
@@ -474,7 +480,7 @@ def probe_zookeeper(hosts: Sequence[str] | str, timeout_s: float = 10.0) -> str:
     results: dict[str, tuple[str, str]] = {}  # member -> (ok|unreachable|not_zk, detail)
 
     def probe(member: str) -> None:
-        host, port = _split_host_port(member, member)
+        host, port = split_host_port(member, member)
         try:
             negotiated = _handshake(host, port, probe_deadline)
             result = ("ok", f"session timeout {negotiated} ms")

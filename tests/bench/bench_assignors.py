@@ -49,7 +49,6 @@ import argparse
 import cProfile
 import gc
 import io
-import json
 import os
 import platform
 import pstats
@@ -76,6 +75,7 @@ from emulator.modern.assignors import (  # noqa: E402
     UniformAssignor,
 )
 from emulator.modern.messages import TopicPartition  # noqa: E402
+from tests.bench import _document  # noqa: E402
 
 RESULTS = ROOT / "tests" / "bench" / "results" / "assignors.json"
 
@@ -386,23 +386,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"wall / {p.cpu_ms_median:.1f} ms CPU"
             )
     document: dict[str, Any] = {
-        "benchmark": "assignors",
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "elapsed_s": round(time.time() - started, 1),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average_start": os.getloadavg()[0],
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        **_document.header("assignors", started, args),
         "subscription": "homogeneous (every member subscribes to every topic)",
         "kafka_reference": {
             "uniform/full/10000x10x1000": "4.3 ms per assignment, apache/kafka PR 17133"
         },
         "points": [asdict(p) for p in points],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    _document.write(args.out, document, ROOT)
     return 0
 
 

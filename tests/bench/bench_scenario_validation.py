@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import sys
@@ -43,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from emulator import scenario as scenario_module  # noqa: E402
 from emulator.scenario import MAX_TIMELINE_ENTRIES, parse_scenario  # noqa: E402
+from tests.bench import _document  # noqa: E402
 
 RESULTS = ROOT / "tests" / "bench" / "results" / "scenario_validation.json"
 SHAPES = ("churn", "large-group")
@@ -149,21 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{point['toml_s']:>10.3f} {point['validate_s']:>10.3f} {point['total_s']:>10.3f}",
                 flush=True,
             )
-    document: dict[str, Any] = {
-        "benchmark": "scenario_validation",
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "elapsed_s": round(time.time() - started, 1),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average_start": os.getloadavg()[0],
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    document = {
+        **_document.header("scenario_validation", started, args),
         "max_timeline_entries": MAX_TIMELINE_ENTRIES,
         "points": points,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    _document.write(args.out, document, ROOT)
     return 0
 
 

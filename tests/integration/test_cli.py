@@ -112,9 +112,7 @@ def test_live_status_shows_claim_columns_for_the_0_8_consumer_only(
 
     st = {"duration_s": 10, "emu_s": 5, "members": 2, "attempts": 3, "conflicts": 1}
     for protocol in ("zookeeper", "classic-eager"):
-        status = _LiveStatus()
-        status.tty = False
-        status({**st, "protocol": protocol})
+        _LiveStatus()({**st, "protocol": protocol})
     lines = capsys.readouterr().err.strip().splitlines()
     assert "attempts 3  conflicts 1" in lines[0]
     assert "attempts" not in lines[1] and "conflicts" not in lines[1]

@@ -429,8 +429,10 @@ def _damage(run: Path, case: str) -> list[str]:
             f"log host-0 is cut short: its last {cut - b.offset:,} bytes are an unfinished write",
         ]
     if case in ("bit_flip", "length_byte"):
+        from emulator.logformat import HEADER_BYTES
+
         bad = bytearray(data)
-        at = b.first + 11 if case == "bit_flip" else b.offset + 5
+        at = b.offset + HEADER_BYTES + 11 if case == "bit_flip" else b.offset + 5
         bad[at] ^= 0x01 if case == "bit_flip" else 0x7F
         host.write_bytes(bytes(bad))
         from crc32c import crc32c
