@@ -188,6 +188,7 @@ def analyze_run(
         fault_marks,
         ownership_intervals,
         rebalance_durations,
+        request_snapshots,
         throughput_lag,
     )
 
@@ -263,7 +264,9 @@ def analyze_run(
             n_anom = anomalies.count()
         say(f"{name}: {n_anom} anomaly rows; computing metrics")
         with ticking(say, f"{name}: computing metrics", spark):
-            metrics = compute_metrics(events, anomalies, shared=shared)
+            metrics = compute_metrics(
+                events, anomalies, shared=shared, requests=request_snapshots(manifest)
+            )
         say(f"{name}: collecting plot frames")
         with ticking(say, f"{name}: collecting plot frames", spark):
             frames = {

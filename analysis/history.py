@@ -177,6 +177,35 @@ class H:
             broker=0,
         )
 
+    def action(
+        self,
+        kind: str,
+        at: float,
+        members: Sequence[str] = (),
+        index: int = 0,
+        duration_s: float | None = None,
+        skipped: bool = False,
+    ) -> H:
+        """The orchestrator's ``action_applied`` for timeline entry ``index``, as it writes it.
+
+        ``skipped``: the action had no meaning for the protocol (``state = skipped``).
+        """
+        params: dict[str, Any] = {"at_s": at / 1000.0, "event_index": index}
+        if members:
+            params["members"] = list(members)
+        if duration_s is not None:
+            params["duration_s"] = duration_s
+        return self.event(
+            EventKind.ACTION_APPLIED,
+            at,
+            "orchestrator",
+            reason=kind,
+            member=members[0] if len(members) == 1 else None,
+            state="skipped" if skipped else None,
+            detail=json.dumps(params, sort_keys=True),
+            group=self.group,
+        )
+
     def fault(self, kind: str, member: str | None, at: float, until: float | None = None) -> H:
         """``fault_injected`` (and ``fault_cleared`` at ``until``) for ``member``."""
         dur = None if until is None else float(until - at)

@@ -37,11 +37,15 @@ Definitions (the event log is the record; times are emulated ms):
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis import episodes as epi
+from analysis import kafka_metrics as km
 from analysis.checkers import (
     ANOMALY_KINDS,
     DOUBLE_OWNERSHIP,
@@ -191,7 +195,10 @@ def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Any:
 
 
 def compute_metrics(
-    events: DataFrame, anomalies: DataFrame | None = None, shared: SharedFrames | None = None
+    events: DataFrame,
+    anomalies: DataFrame | None = None,
+    shared: SharedFrames | None = None,
+    requests: Mapping[str, Sequence[tuple[float, int]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every metric, per protocol (see the module docstring for definitions).
 
@@ -200,6 +207,9 @@ def compute_metrics(
         anomalies: :func:`analysis.checkers.run_checkers`'s result, if already computed.
         shared: the checkers' intermediate frames (:class:`analysis.checkers.SharedFrames`
             of ``events``), to reuse those ``run_checkers`` already materialized.
+        requests: per protocol, the coordinators' cumulative request counts
+            snapshotted after each change (:func:`request_snapshots`), for the
+            episodes' ``coordinator_requests``.
 
     Returns:
         ``{protocol: {metric: value}}``, JSON-able.
@@ -424,4 +434,282 @@ def compute_metrics(
         m["pause_ms"] = dict(sorted(m["pause_ms"].items()))
         m["pause_ms_total"] = float(sum(vals))
         m["pause_ms_max"] = float(max(vals)) if vals else 0.0
+
+    # What each membership change cost (analysis.episodes), and Kafka's metric names.
+    hists = episode_histories(events, sh, an, requests=requests)
+    for proto, hist in hists.items():
+        m = out.get(proto)
+        if m is not None:
+            m["episodes"] = [e.to_dict() for e in epi.episodes(hist)]
+    for proto, named in kafka_named_metrics(events, hists).items():
+        m = out.get(proto)
+        if m is not None:
+            m["kafka_metrics"] = named
     return out
+
+
+def kafka_named_metrics(
+    events: DataFrame, hists: Mapping[str, epi.History]
+) -> dict[str, dict[str, Any]]:
+    """Per protocol, :func:`analysis.kafka_metrics.kafka_metrics` of its run."""
+    from emulator.modern.errors import Errors
+
+    kind = F.col("kind")
+    rows = (
+        events.where(
+            F.col("member").isNotNull()
+            & kind.isin(
+                K.REBALANCE_STARTED.value,
+                K.REBALANCE_COMPLETED.value,
+                K.REBALANCE_FAILED.value,
+                K.REQUEST_ERROR.value,
+            )
+        )
+        .select("protocol", "member", "kind", "t_emu_ms", "duration_ms", "detail", "reason")
+        .orderBy("protocol", "t_emu_ms")
+        .collect()
+    )
+    states = (
+        events.where((kind == K.GROUP_STATE_CHANGED.value) & F.col("member").isNull())
+        .select("protocol", "group", "t_emu_ms", "state", "generation", "reason")
+        .orderBy("protocol", "t_emu_ms")
+        .collect()
+    )
+    retriable = {e.name for e in Errors if e.retriable} | {"REQUEST_TIMED_OUT"}
+    steps: dict[str, list[km.Step]] = {}
+    errors: dict[str, int] = {}
+    for r in rows:
+        p, k = str(r["protocol"]), r["kind"]
+        if k == K.REQUEST_ERROR.value:
+            if r["detail"] in ("join", "sync"):
+                errors[p] = errors.get(p, 0) + 1
+            elif r["detail"] == "ConsumerGroupHeartbeat" and r["reason"] not in retriable:
+                steps.setdefault(p, []).append(km.Step(str(r["member"]), "fatal", r["t_emu_ms"]))
+            continue
+        what = {
+            K.REBALANCE_STARTED.value: "started",
+            K.REBALANCE_COMPLETED.value: "completed",
+            K.REBALANCE_FAILED.value: "failed",
+        }[k]
+        steps.setdefault(p, []).append(
+            km.Step(str(r["member"]), what, float(r["t_emu_ms"]), r["duration_ms"], r["detail"])
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for p, h in hists.items():
+        group_states = [
+            km.GroupState(float(r["t_emu_ms"]), str(r["state"]), r["generation"], r["reason"])
+            for r in states
+            if r["protocol"] == p and r["state"] is not None
+        ]
+        owned: dict[str, int] = {}
+        for o in h.owned:
+            if o.s <= h.t_end < o.e or (o.e == h.t_end and o.s < h.t_end and not o.released):
+                owned[o.member] = owned.get(o.member, 0) + 1
+        out[p] = km.kafka_metrics(
+            p, steps.get(p, []), errors.get(p, 0), group_states, owned, h.t_start, h.t_end
+        )
+    return out
+
+
+# ----------------------------------------------------------------- episodes
+
+_MARK_KINDS = (
+    K.COMMIT_FAILED.value,
+    K.GROUP_STATE_CHANGED.value,
+    K.ATTEMPT_FINISHED.value,
+    K.MEMBER_REMOVED.value,
+    K.REBALANCE_TRIGGERED.value,
+    K.REBALANCE_STARTED.value,
+)
+
+
+def request_snapshots(manifest: Mapping[str, Any]) -> dict[str, list[tuple[float, int]]]:
+    """Per protocol, ``(t_emu_ms, requests so far)`` from the manifest's coordinator snapshots.
+
+    The orchestrator records the coordinators' request counters by kind after
+    each change it applies and at the end of the timeline
+    (``protocols.<p>.resources.coordinator``); empty for the 0.8 consumer.
+    """
+    out: dict[str, list[tuple[float, int]]] = {}
+    for proto, entry in (manifest.get("protocols") or {}).items():
+        snaps = ((entry or {}).get("resources") or {}).get("coordinator") or []
+        rows = []
+        for s in snaps:
+            try:
+                total = sum(int(v) for v in (s.get("requests_by_kind") or {}).values())
+                rows.append((float(s["t_emu_ms"]), total))
+            except (KeyError, TypeError, ValueError):
+                continue
+        if rows:
+            out[str(proto)] = sorted(rows)
+    return out
+
+
+def _changes(rows: Sequence[Any], cleared: Sequence[Any]) -> list[epi.Change]:
+    """The orchestrator's applied actions as changes; timed faults with their clear time."""
+    out: list[epi.Change] = []
+    for r in rows:
+        if r["state"] == "skipped" or r["reason"] in (None, "producer_stopped"):
+            continue
+        params: dict[str, Any] = {}
+        if r["detail"]:
+            try:
+                loaded = json.loads(r["detail"])
+                params = loaded if isinstance(loaded, dict) else {}
+            except ValueError:
+                params = {}
+        listed = params.get("members") or ([r["member"]] if r["member"] else [])
+        members = tuple(str(m) for m in listed)
+        action = str(r["reason"])
+        t = float(r["t"])
+        clear: float | None = None
+        if action in epi.TIMED_ACTIONS:
+            ends = [
+                float(c["t"])
+                for c in cleared
+                if c["reason"] == action and c["member"] in members and float(c["t"]) >= t
+            ]
+            if ends:
+                clear = min(ends)
+            elif params.get("duration_s") is not None:
+                clear = t + float(params["duration_s"]) * 1000.0
+        index = params.get("event_index")
+        out.append(epi.Change(t, action, members, int(index) if index is not None else None, clear))
+    return out
+
+
+def episode_histories(
+    events: DataFrame,
+    shared: SharedFrames,
+    anomalies: DataFrame,
+    bucket_ms: float = 1000.0,
+    requests: Mapping[str, Sequence[tuple[float, int]]] | None = None,
+) -> dict[str, epi.History]:
+    """Per protocol, the :class:`analysis.episodes.History` of its group (small collects)."""
+    sh = shared
+    groups = {str(r["protocol"]): r["group"] for r in sh.groups.collect()}
+    hist: dict[str, epi.History] = {}
+    bounds = (
+        events.groupBy("protocol")
+        .agg(
+            F.min(F.when(F.col("kind") == K.CONSUMER_STARTED.value, F.col("t_emu_ms"))).alias(
+                "t_start"
+            ),
+            F.max(F.when(F.col("kind") == K.RUN_FINISHED.value, F.col("t_emu_ms"))).alias(
+                "t_finished"
+            ),
+            F.max("t_emu_ms").alias("t_last"),
+        )
+        .collect()
+    )
+    for r in bounds:
+        p = str(r["protocol"])
+        if p not in groups or r["t_start"] is None:
+            continue
+        finished = r["t_finished"]
+        hist[p] = epi.History(
+            protocol=p,
+            t_start=float(r["t_start"]),
+            t_end=float(finished if finished is not None else r["t_last"]),
+            bucket_ms=bucket_ms,
+            complete=finished is not None,
+            requests=list((requests or {}).get(p, [])),
+        )
+    if not hist:
+        return hist
+    in_group = F.col("group").isNull() | F.create_map(
+        *[x for p, g in groups.items() for x in (F.lit(p), F.lit(g))]
+    )[F.col("protocol")].eqNullSafe(F.col("group"))
+    orch = events.where(
+        (F.col("actor") == "orchestrator")
+        & F.col("kind").isin(K.ACTION_APPLIED.value, K.FAULT_INJECTED.value)
+    ).select("protocol", F.col("t_emu_ms").alias("t"), "reason", "member", "state", "detail")
+    cleared = events.where(F.col("kind") == K.FAULT_CLEARED.value).select(
+        "protocol", F.col("t_emu_ms").alias("t"), "reason", "member"
+    )
+    by_p: dict[str, list[Any]] = {}
+    for r in orch.collect():
+        by_p.setdefault(str(r["protocol"]), []).append(r)
+    clears: dict[str, list[Any]] = {}
+    for r in cleared.collect():
+        clears.setdefault(str(r["protocol"]), []).append(r)
+    for p, h in hist.items():
+        h.changes = _changes(sorted(by_p.get(p, []), key=lambda r: r["t"]), clears.get(p, []))
+    for r in sh.timeline.where(in_group).orderBy("protocol", "t").collect():
+        h = hist.get(str(r["protocol"]))
+        if h is not None:
+            h.segments.append(
+                epi.Segment(
+                    float(r["t"]),
+                    float(r["t_next"]),
+                    int(r["live"] or 0),
+                    int(r["idle"] or 0),
+                    int(r["reb"] or 0),
+                    int(r["coord_busy"] or 0),
+                )
+            )
+    for r in (
+        sh.intervals.where(in_group)
+        .select("protocol", "topic", "partition", "member", "s", "e", "rel")
+        .collect()
+    ):
+        h = hist.get(str(r["protocol"]))
+        if h is not None:
+            h.owned.append(
+                epi.Owned(
+                    f"{r['topic']}:{r['partition']}",
+                    str(r["member"]),
+                    float(r["s"]),
+                    float(r["e"]),
+                    bool(r["rel"]),
+                )
+            )
+    for r in sh.gaps.where(in_group).select("protocol", "topic", "partition", "s", "e").collect():
+        h = hist.get(str(r["protocol"]))
+        if h is not None:
+            h.gaps.append(epi.Span(f"{r['topic']}:{r['partition']}", float(r["s"]), float(r["e"])))
+    for r in anomalies.select(
+        "protocol", "kind", "detail", "topic", "partition", "t_start_ms", "t_end_ms", "count"
+    ).collect():
+        h = hist.get(str(r["protocol"]))
+        if h is None or r["t_start_ms"] is None:
+            continue
+        s = float(r["t_start_ms"])
+        e = float(r["t_end_ms"]) if r["t_end_ms"] is not None else s
+        if r["kind"] == DOUBLE_OWNERSHIP:
+            h.doubled.append(epi.Span(f"{r['topic']}:{r['partition']}", s, e))
+        h.anomalies.append(epi.AnomalyRow(str(r["kind"]), r["detail"], s, e, int(r["count"] or 0)))
+    for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect():
+        h = hist.get(str(r["protocol"]))
+        if h is not None:
+            h.lag.append((float(r["t_ms"]), float(r["lag"])))
+    kind = F.col("kind")
+    marks = events.where(kind.isin(*_MARK_KINDS) & in_group).select(
+        "protocol",
+        F.col("t_emu_ms").alias("t"),
+        F.when(kind == K.COMMIT_FAILED.value, F.lit("commit_failed"))
+        .when(kind == K.GROUP_STATE_CHANGED.value, F.lit("generation"))
+        .when(kind == K.ATTEMPT_FINISHED.value, F.lit("zk_ops"))
+        .when(kind == K.MEMBER_REMOVED.value, F.lit("member_removed"))
+        .otherwise(F.lit("rebalance"))
+        .alias("what"),
+        F.when(kind == K.GROUP_STATE_CHANGED.value, F.col("generation").cast("double"))
+        .when(
+            kind == K.ATTEMPT_FINISHED.value,
+            (
+                F.coalesce(F.col("zk_reads"), F.lit(0)) + F.coalesce(F.col("zk_writes"), F.lit(0))
+            ).cast("double"),
+        )
+        .otherwise(F.lit(1.0))
+        .alias("n"),
+        "member",
+    )
+    # A coordinator's own rebalance_started has no member: it is not a member's reaction.
+    marks = marks.where((F.col("what") != "rebalance") | F.col("member").isNotNull()).where(
+        (F.col("what") != "generation") | F.col("n").isNotNull()
+    )
+    for r in marks.orderBy("protocol", "t").collect():
+        h = hist.get(str(r["protocol"]))
+        if h is not None:
+            h.marks.append(epi.Mark(float(r["t"]), str(r["what"]), float(r["n"]), r["member"]))
+    return hist

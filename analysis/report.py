@@ -569,13 +569,102 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+EPISODES_NOTE: Final = (
+    "Each timeline change opens an episode that lasts until the group is settled again "
+    "(no member rebalancing, the coordinator's group Stable, every partition owned once); "
+    "group formation is its own episode. Costs count from the change to the next one, so "
+    "they include the aftermath (records redelivered, lag recovering). Changes still "
+    "unsettled when the next came are one episode (crash+join). Definitions: "
+    "analysis/episodes.py."
+)
+WHOLE_RUN_NOTE: Final = (
+    "Whole-run totals, group formation included: compare changes by the table above."
+)
+
+TABLED_APART: Final = ("delivery_guarantee", "episodes", "kafka_metrics")
+"""Metrics with a section of their own, not rows of the side-by-side table."""
+
+EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
+    ("at s", "start_ms", 1000.0),
+    ("stable after s", "time_to_stable_ms", 1000.0),
+    ("detected after s", "time_to_detect_ms", 1000.0),
+    ("revoked", "partitions_revoked", 1.0),
+    ("moved", "partitions_moved", 1.0),
+    ("revoked w/o need", "revoked_without_need", 1.0),
+    ("unowned partition-s", "partition_unavailable_s", 1.0),
+    ("idle member-s", "idle_member_s", 1.0),
+    ("duplicates", "duplicates", 1.0),
+    ("loss", "loss", 1.0),
+    ("double-proc s", "double_processing_s", 1.0),
+    ("order-ovl s", "ordering_overlap_s", 1.0),
+    ("peak lag", "peak_lag", 1.0),
+    ("lag back after s", "lag_recovery_ms", 1000.0),
+    ("failed commits", "commit_failures", 1.0),
+    ("generation bumps", "generation_bumps", 1.0),
+    ("ZK ops", "zk_ops", 1.0),
+    ("coordinator requests", "coordinator_requests", 1.0),
+)
+"""The per-episode table's columns: heading, episode key, divisor (ms to s)."""
+
+
+def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
+    """One row per episode (formation first) per series: what each change cost.
+
+    ``stable after s`` is ``not settled`` for an episode still disturbed at the
+    next change's merge or the end (``cut short`` when the run was), and the
+    kind of an episode that merged overlapping changes reads ``crash+join``.
+    """
+    rows: list[dict[str, Any]] = []
+    for s in series:
+        for e in (metrics.get(s) or {}).get("episodes") or []:
+            row: dict[str, Any] = {"protocol": s, "change": e["kind"]}
+            if e.get("members"):
+                shown = ", ".join(e["members"][:3]) + (" ..." if len(e["members"]) > 3 else "")
+                row["change"] += f" ({shown})"
+            for head, key, div in EPISODE_COLUMNS:
+                v = e.get(key)
+                row[head] = fmt(v / div if isinstance(v, int | float) and div != 1.0 else v)
+            if e.get("time_to_stable_ms") is None:
+                row["stable after s"] = "cut short" if e.get("cut_short") else "not settled"
+            rows.append(row)
+    cols = ["protocol", "change", *[h for h, _, _ in EPISODE_COLUMNS]]
+    return pd.DataFrame(rows, columns=cols, dtype="object")
+
+
+KAFKA_NOTE: Final = (
+    "Kafka's own metric names, as its sensors would have accumulated them over the whole "
+    "timeline, pooled over the group's members (Kafka keeps them per client, -avg/-max over "
+    "2 x 30 s windows); coordinator gauges as seconds the group spent in each state. "
+    "Sources: analysis/kafka_metrics.py."
+)
+
+
+def kafka_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
+    """Kafka's metric names side by side: ``client.<name>`` and ``coordinator.<name>`` rows."""
+    flat: dict[str, dict[str, Any]] = {}
+    for s in series:
+        named = (metrics.get(s) or {}).get("kafka_metrics") or {}
+        flat[s] = {}
+        for side in ("client", "coordinator"):
+            if isinstance(named.get(side), Mapping):
+                flat[s].update(flatten(named[side], f"{side}.", max_keys=12))
+    keys: list[str] = []
+    for s in series:
+        keys.extend(k for k in flat[s] if k not in keys)
+    table = pd.DataFrame(
+        {s: [fmt(flat[s].get(k)) for k in keys] for s in series}, index=keys, dtype="object"
+    )
+    table.index.name = "Kafka metric"
+    return table
+
+
 def metrics_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
     """Metrics side by side: one row per (flattened) metric, one column per series."""
     flat = {
         s: {
             k: v
             for k, v in flatten(metrics.get(s, {}), max_keys=12).items()
-            if k != "delivery_guarantee"  # a sentence: its own section
+            if k.split(".")[0] not in TABLED_APART  # sections of their own
         }
         for s in series
     }
@@ -798,6 +887,8 @@ def write_report(
         )
 
     table = metrics_table(metrics, series)
+    episodes = episodes_table(metrics, series)
+    kafka = kafka_table(metrics, series)
     summary = anomaly_summary(anom, series)
     windows = double_ownership_windows(own, end_ms)
     gaps = unowned_gaps(own, 0.0, gap_end)
@@ -864,7 +955,10 @@ def write_report(
     md: list[str] = [f"# {title}", ""]
     md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
     md += ["## Evidence", "", *evidence_lines(incomplete), ""]
-    md += ["## Metrics", "", _md_table(table), ""]
+    md += ["## What each change cost", "", EPISODES_NOTE, "", _md_table(episodes, index=False), ""]
+    md += ["## Metrics", "", WHOLE_RUN_NOTE, "", _md_table(table), ""]
+    if not kafka.empty:
+        md += ["## Kafka's metric names", "", KAFKA_NOTE, "", _md_table(kafka), ""]
     guarantees = [
         (s, str(metrics[s].get("commit_mode", "")), str(metrics[s]["delivery_guarantee"]))
         for s in series
@@ -923,8 +1017,14 @@ def write_report(
     if len(ev_lines) > 1:
         items = "".join(f"<li>{html.escape(x[2:])}</li>" for x in ev_lines[1:])
         h.append(f"<ul>{items}</ul>")
-    h.append("</div><h2>Metrics</h2>")
+    h.append("</div><h2>What each change cost</h2>")
+    h.append(f"<p>{html.escape(EPISODES_NOTE)}</p>")
+    h.append(_html_table(episodes, index=False, css="episodes"))
+    h.append(f"<h2>Metrics</h2><p>{html.escape(WHOLE_RUN_NOTE)}</p>")
     h.append(_html_table(table, css="metrics"))
+    if not kafka.empty:
+        h.append(f"<h2>Kafka's metric names</h2><p>{html.escape(KAFKA_NOTE)}</p>")
+        h.append(_html_table(kafka, css="kafka"))
     if guarantees:
         h.append('<h2>Delivery guarantees</h2><ul id="delivery">')
         h += [

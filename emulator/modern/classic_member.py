@@ -217,6 +217,7 @@ class _Pending:
     expires_at: float
     commit: _Commit | None = None
     partitions: tuple[TopicPartition, ...] = ()
+    sent_at: float = 0.0
 
 
 @dataclass
@@ -300,6 +301,11 @@ class ClassicMember:
         self._join: _JoinFuture | None = None
         self._join_retry_at = 0.0
         self._last_rebalance_start: float | None = None
+        # Latencies of the successful JoinGroup / SyncGroup requests since the
+        # last completed rebalance (Kafka's join-time / sync-time sensors):
+        # written into that rebalance's REBALANCE_COMPLETED detail.
+        self._join_ms: list[float] = []
+        self._sync_ms: list[float] = []
         # ConsumerCoordinator / SubscriptionState
         self.owned: frozenset[TopicPartition] = frozenset()
         self.positions: dict[TopicPartition, int] = {}
@@ -611,7 +617,7 @@ class ClassicMember:
     ) -> None:
         timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         self._pending[request.corr] = _Pending(
-            kind, self.generation, self._now + timeout, commit, partitions
+            kind, self.generation, self._now + timeout, commit, partitions, self._now
         )
         self._out.append(request)
 
@@ -976,6 +982,7 @@ class ClassicMember:
             return  # the future this answers was already failed (disconnect)
         err = resp.error
         if err is Errors.NONE:
+            self._join_ms.append(round(self._now - p.sent_at, 1))  # sensors.joinSensor
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
                 self._fail_join(
                     _Outcome(
@@ -1081,6 +1088,7 @@ class ClassicMember:
             return  # the future this answers was already failed (disconnect)
         err = resp.error
         if err is Errors.NONE:
+            self._sync_ms.append(round(self._now - p.sent_at, 1))  # sensors.syncSensor
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
                 self._fail_join(
                     _Outcome(
@@ -1110,7 +1118,9 @@ class ClassicMember:
                     duration_ms=None if started is None else float(self._now - started),
                     count=len(resp.assignment.partitions),
                     partitions=format_partitions(resp.assignment.partitions),
+                    detail=json.dumps({"join_ms": self._join_ms, "sync_ms": self._sync_ms}),
                 )
+                self._join_ms, self._sync_ms = [], []
                 fut = self._join
                 if fut is not None:
                     fut.stage = "done"

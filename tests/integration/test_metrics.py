@@ -119,3 +119,52 @@ def test_plot_frames(frames: dict[str, Any]) -> None:
             (400.0, "pause cleared", "c-1"),
             (950.0, "consumer_crashed", "c-1"),
         ]
+
+
+def join_and_crash(protocol: str) -> H:
+    """c-0 forms the group, c-1 joins at 1 s (an eager-style move of t:1), c-1 crashes at
+    3 s and c-0 takes t:1 back at 4 s; a skipped action opens no episode."""
+    h = H(protocol=protocol).run(0, 6000)
+    h.produce("t", 0, 0, 10, at=10).produce("t", 1, 0, 10, at=10)
+    h.start("c-0", at=0).rebalance("c-0", 0, 100, ["t:0", "t:1"])
+    h.assign("c-0", ["t:0", "t:1"], at=100)
+    h.action("join", 1000, ["c-1"], index=0).start("c-1", at=1000)
+    h.trigger("c-0", at=1000).revoke("c-0", ["t:0", "t:1"], at=1000)
+    h.rebalance("c-0", 1000, 1200, ["t:0"]).rebalance("c-1", 1000, 1200, ["t:1"])
+    h.assign("c-0", ["t:0"], at=1200).assign("c-1", ["t:1"], at=1200)
+    h.action("network_partition", 2000, ["c-0"], index=1, skipped=True)
+    h.action("crash", 3000, ["c-1"], index=2).crash("c-1", at=3000)
+    h.trigger("c-0", at=3800).rebalance("c-0", 3800, 4000, ["t:0", "t:1"])
+    h.assign("c-0", ["t:1"], at=4000)
+    h.process("c-0", "t", 0, 0, 10, start=100, end=200)
+    h.process("c-0", "t", 1, 0, 10, start=4000, end=4100)
+    return h
+
+
+@pytest.fixture(scope="module")
+def episode_metrics(spark: SparkSession) -> dict[str, Any]:
+    dfs = [join_and_crash(p).df(spark) for p in PROTOCOLS]
+    df = dfs[0]
+    for f in dfs[1:]:
+        df = df.unionByName(f)
+    return compute_metrics(df)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_episodes_from_events(episode_metrics: dict[str, Any], protocol: str) -> None:
+    """The Spark side feeds the episode logic the run's changes, timeline and ownership."""
+    eps = episode_metrics[protocol]["episodes"]
+    assert [e["kind"] for e in eps] == ["formation", "join", "crash"]
+    form, join, crash = eps
+    assert form["time_to_stable_ms"] == pytest.approx(100.0)
+    assert join["time_to_stable_ms"] == pytest.approx(200.0)
+    assert join["partitions_revoked"] == 2
+    assert join["partitions_moved"] == 1 and join["revoked_without_need"] == 1
+    assert join["partition_unavailable_s"] == pytest.approx(0.4)  # 2 partitions x 200 ms
+    assert crash["time_to_stable_ms"] == pytest.approx(1000.0)
+    assert crash["time_to_detect_ms"] == pytest.approx(800.0)  # c-0 told to rebalance
+    assert crash["partitions_moved"] == 1 and crash["partitions_revoked"] == 0
+    assert crash["partition_unavailable_s"] == pytest.approx(1.0)
+    assert crash["window_end_ms"] == pytest.approx(6000.0)
+    named = episode_metrics[protocol]["kafka_metrics"]
+    assert ("RebalanceRateAndTime.count" in named["client"]) == (protocol == "zookeeper")

@@ -1,0 +1,574 @@
+"""What each membership change cost: episodes, from a change to a settled group.
+
+Pure Python over small inputs (no Spark): :mod:`analysis.metrics` reduces a
+protocol's events to a :class:`History` (the group's timeline, ownership
+intervals, unowned and doubly owned spans, lag, a few counted marks, the
+checkers' anomalies) and :func:`episodes` turns it into :class:`Episode` s.
+Unit tests build histories by hand (``tests/unit/test_episodes.py``).
+
+Definitions (times are emulated ms):
+
+* A **change** is a timeline action the orchestrator carried out (join,
+  leave, crash, pause, restart, slow, network partition, host crash, broker
+  and ZooKeeper faults, partition growth, a subscription change, a host lost
+  without being asked). Actions of one ``[[timeline]]`` entry (a rolling
+  restart, a burst of joins) are one change. Skipped actions are none.
+* The group is **disturbed** while a member is mid-rebalance or the
+  coordinator's group is not Stable/Empty/Dead (the group timeline's ``reb``
+  and ``coord_busy``), while a partition has no owner and a live member
+  exists, or while a partition has two owners. Otherwise it is **settled**.
+* An **episode** starts at its change and is **stable** at the end of the
+  last disturbance that starts before the next change (or the end of the
+  timeline), and not before a timed fault (pause, slow, network partition)
+  cleared. No disturbance: stable at once (or at the clear). An episode still
+  disturbed when the next change comes merges with it into one *overlapping*
+  episode (kind ``crash+join``, ``overlapped``); one still disturbed at the
+  end of the timeline is *not settled* (``time_to_stable_ms`` None).
+* **Group formation** is the episode from the first member's start to the
+  first settled moment, reported apart (kind ``formation``); a change during
+  formation merges with it (``formation+join``).
+* Costs are counted over the episode's **window**, from its change to the next
+  change (or the end of the timeline), so they include the aftermath (records
+  redelivered after the group settled, lag recovering):
+
+  - ``partitions_revoked``: ownership ends by an explicit release (revoke,
+    release, rollback; not a crash, stop or loss);
+  - ``partitions_moved``: partitions whose owner when the episode was stable
+    differs from their owner just before the change (owned both times);
+  - ``revoked_without_need``: revocations of a partition that the same member
+    owned again when the episode was stable;
+  - ``partition_unavailable_s``: partition-seconds with no owner while a live
+    member existed (a paused owner still counts as the owner);
+  - ``idle_member_s``: member-seconds live and owning nothing while the group
+    was disturbed, up to stable;
+  - duplicates and losses by cause, double-processing and ordering-overlap
+    seconds: the checkers' rows that start in the window (durations clipped);
+  - ``peak_lag``: the highest lag (messages produced and not yet processed,
+    per time bucket) in the window; ``lag_recovery_ms``: from the change to
+    the first bucket after the peak whose lag is back within 10% of the rise
+    above the lag just before the change (0 when lag did not rise, None when
+    it did not come back within the window);
+  - ``commit_failures``, ``generation_bumps`` (classic generations, KIP-848
+    group epochs; None for the 0.8 consumer), ``zk_ops`` (the legacy
+    rebalance attempts' reads and writes; None for the others),
+    ``coordinator_requests`` (every request the coordinators answered between
+    the snapshots taken after this change and after the next; None for the
+    0.8 consumer or a run without snapshots).
+
+* ``time_to_detect_ms`` (crash, pause, network partition, slow, host crash or
+  loss): from the change to the group's first reaction, the coordinator
+  removing a member or another member starting to rebalance; None when
+  nothing reacted (a pause shorter than the session).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMATION = "formation"
+"""The episode kind of group formation."""
+
+DETECTED_ACTIONS = frozenset(
+    {"crash", "pause", "network_partition", "slow", "host_crash", "host_lost"}
+)
+"""Changes the group has to notice by itself (no goodbye): they get a time to detect."""
+
+TIMED_ACTIONS = frozenset({"pause", "slow", "network_partition"})
+"""Faults that end by themselves; their episode is not stable before they clear."""
+
+LAG_RECOVERY_SHARE = 0.1
+"""Lag has recovered when back within this share of its rise above the pre-change lag."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One timeline action as carried out.
+
+    Attributes:
+        t_ms: when the orchestrator applied it.
+        action: the action (``join``, ``crash``, ...).
+        members: the members it acts on.
+        index: its ``[[timeline]]`` entry; actions of one entry are one change.
+        cleared_ms: when a timed fault ended (None: not timed, or never cleared).
+    """
+
+    t_ms: float
+    action: str
+    members: tuple[str, ...] = ()
+    index: int | None = None
+    cleared_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of the group timeline over ``[s, e)`` (see ``checkers.group_timeline``)."""
+
+    s: float
+    e: float
+    live: int
+    idle: int
+    reb: int
+    coord_busy: int
+
+
+@dataclass(frozen=True)
+class Owned:
+    """One ownership interval of ``partition`` (``topic:p``) by ``member`` over ``[s, e)``.
+
+    ``released``: it ended by an explicit release (a revocation).
+    """
+
+    partition: str
+    member: str
+    s: float
+    e: float
+    released: bool = False
+
+
+@dataclass(frozen=True)
+class Span:
+    """A span ``[s, e)`` of one partition (unowned, or owned twice)."""
+
+    partition: str
+    s: float
+    e: float
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A point event the episodes count.
+
+    ``what``: ``commit_failed``, ``generation`` (``n`` = the new generation or
+    group epoch), ``zk_ops`` (``n`` operations), ``member_removed``,
+    ``rebalance`` (a member started or was told to rebalance).
+    """
+
+    t: float
+    what: str
+    n: float = 1.0
+    member: str | None = None
+
+
+@dataclass(frozen=True)
+class AnomalyRow:
+    """One checker row: ``kind`` (``duplicate``, ``loss``, ...), its cause, span and count."""
+
+    kind: str
+    cause: str | None
+    s: float
+    e: float
+    count: int = 0
+
+
+@dataclass
+class History:
+    """What the episode logic reads of one protocol's run (one group).
+
+    Attributes:
+        protocol: the protocol.
+        t_start: the first member's start (formation begins).
+        t_end: the end of the timeline (``run_finished``; else the last event).
+        changes: the timeline's changes.
+        segments: the group timeline, in time order.
+        owned: ownership intervals.
+        gaps: unowned spans (any, live or not: intersected with the timeline here).
+        doubled: spans in which a partition had two owners.
+        lag: ``(bucket start, lag)`` in time order.
+        bucket_ms: the lag buckets' width.
+        marks: counted point events.
+        anomalies: the checkers' rows.
+        requests: ``(t, cumulative coordinator requests)`` snapshots in time
+            order; empty for the 0.8 consumer.
+        complete: the run ended (``run_finished`` seen); else the last
+            episode is cut short.
+    """
+
+    protocol: str
+    t_start: float
+    t_end: float
+    changes: list[Change] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    owned: list[Owned] = field(default_factory=list)
+    gaps: list[Span] = field(default_factory=list)
+    doubled: list[Span] = field(default_factory=list)
+    lag: list[tuple[float, float]] = field(default_factory=list)
+    bucket_ms: float = 1000.0
+    marks: list[Mark] = field(default_factory=list)
+    anomalies: list[AnomalyRow] = field(default_factory=list)
+    requests: list[tuple[float, int]] = field(default_factory=list)
+    complete: bool = True
+
+    @property
+    def legacy(self) -> bool:
+        """The 0.8 consumer (ZooKeeper-coordinated)."""
+        return self.protocol == "zookeeper"
+
+
+@dataclass
+class Episode:
+    """One episode and what it cost (see the module docstring)."""
+
+    kind: str
+    start_ms: float
+    window_end_ms: float
+    stable_ms: float | None
+    actions: list[str]
+    members: list[str]
+    overlapped: bool = False
+    time_to_detect_ms: float | None = None
+    partitions_revoked: int = 0
+    partitions_moved: int = 0
+    revoked_without_need: int = 0
+    partition_unavailable_s: float = 0.0
+    idle_member_s: float = 0.0
+    duplicates: int = 0
+    duplicates_by_cause: dict[str, int] = field(default_factory=dict)
+    loss: int = 0
+    loss_by_cause: dict[str, int] = field(default_factory=dict)
+    double_processing_s: float = 0.0
+    ordering_overlap_s: float = 0.0
+    peak_lag: int = 0
+    lag_recovery_ms: float | None = 0.0
+    commit_failures: int = 0
+    generation_bumps: int | None = None
+    zk_ops: int | None = None
+    coordinator_requests: int | None = None
+    cut_short: bool = False
+
+    @property
+    def settled(self) -> bool:
+        """The group was settled again before the next change (or the end)."""
+        return self.stable_ms is not None
+
+    @property
+    def time_to_stable_ms(self) -> float | None:
+        """From the change to stable; None when it never settled."""
+        return None if self.stable_ms is None else self.stable_ms - self.start_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, with ``time_to_stable_ms`` and ``settled``."""
+        d = {k: v for k, v in self.__dict__.items()}
+        d["time_to_stable_ms"] = self.time_to_stable_ms
+        d["settled"] = self.settled
+        return d
+
+
+EPISODE_METRICS: tuple[tuple[str, str], ...] = (
+    ("time_to_detect_ms", "ms from the change to the group's first reaction (crash, pause)"),
+    ("time_to_stable_ms", "ms from the change to a settled group"),
+    ("partitions_revoked", "partition revocations"),
+    ("partitions_moved", "partitions whose owner changed"),
+    ("revoked_without_need", "revocations of partitions the same member owned again"),
+    ("partition_unavailable_s", "partition-seconds with no owner while a member lived"),
+    ("idle_member_s", "member-seconds with nothing to fetch while disturbed"),
+    ("duplicates", "messages processed again (all causes)"),
+    ("loss", "messages never processed (all causes)"),
+    ("double_processing_s", "seconds two members processed the same records"),
+    ("ordering_overlap_s", "seconds two members processed one partition at once"),
+    ("peak_lag", "highest lag in messages"),
+    ("lag_recovery_ms", "ms from the change until lag was back"),
+    ("commit_failures", "failed commits"),
+    ("generation_bumps", "generation or group-epoch bumps"),
+    ("zk_ops", "ZooKeeper reads and writes of rebalance attempts"),
+    ("coordinator_requests", "requests the coordinators answered"),
+)
+"""Every numeric per-episode metric, with what it counts (the experiment report's rows)."""
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted, disjoint, non-empty union of ``[s, e)`` spans (touching spans join)."""
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(x for x in spans if x[1] > x[0]):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _clip(s: float, e: float, lo: float, hi: float) -> float:
+    return max(0.0, min(e, hi) - max(s, lo))
+
+
+def _live_spans(segments: Sequence[Segment]) -> list[tuple[float, float]]:
+    return merge_spans((g.s, g.e) for g in segments if g.live > 0)
+
+
+def _intersect(
+    a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """Intersection of two sorted disjoint span lists."""
+    out: list[tuple[float, float]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if e > s:
+            out.append((s, e))
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def disturbed_spans(h: History) -> list[tuple[float, float]]:
+    """When the group was disturbed (see the module docstring), as disjoint spans."""
+    live = _live_spans(h.segments)
+    unowned_live = _intersect(merge_spans((g.s, g.e) for g in h.gaps), live)
+    busy = [(g.s, g.e) for g in h.segments if g.reb > 0 or g.coord_busy > 0]
+    doubled = [(d.s, d.e) for d in h.doubled]
+    return merge_spans([*busy, *unowned_live, *doubled])
+
+
+def _owner_at(by_partition: dict[str, list[Owned]], partition: str, t: float) -> str | None:
+    """The partition's owner at ``t`` (the latest claim holding it then)."""
+    best: Owned | None = None
+    for o in by_partition.get(partition, ()):
+        if o.s <= t < o.e and (best is None or o.s > best.s):
+            best = o
+    return None if best is None else best.member
+
+
+# ----------------------------------------------------------------- episodes
+
+
+@dataclass
+class _Draft:
+    kind: list[str]
+    start: float
+    members: list[str]
+    detect_after: list[tuple[float, tuple[str, ...]]]  # (change time, its members)
+    not_before: float
+    index: int | None = None
+    overlapped: bool = False
+
+
+def _drafts(h: History) -> list[_Draft]:
+    """Formation, then one draft per change (actions of one timeline entry together)."""
+    drafts = [_Draft([FORMATION], h.t_start, [], [], h.t_start)]
+    for c in sorted(h.changes, key=lambda c: c.t_ms):
+        last = drafts[-1]
+        same_entry = (
+            len(drafts) > 1
+            and c.index is not None
+            and last.kind == [c.action]
+            and last.index == c.index
+        )
+        clear = c.cleared_ms if c.cleared_ms is not None else c.t_ms
+        detect = [(c.t_ms, c.members)] if c.action in DETECTED_ACTIONS else []
+        if same_entry:
+            last.members.extend(m for m in c.members if m not in last.members)
+            last.detect_after.extend(detect)
+            last.not_before = max(last.not_before, clear)
+            continue
+        drafts.append(
+            _Draft([c.action], c.t_ms, list(c.members), detect, max(c.t_ms, clear), c.index)
+        )
+    return drafts
+
+
+def _stable_at(
+    disturbed: Sequence[tuple[float, float]], start: float, end: float, not_before: float
+) -> float:
+    """Where a draft over ``[start, end)`` is stable (may exceed ``end``: still disturbed)."""
+    stable = max(start, not_before)
+    i = bisect.bisect_right([s for s, _ in disturbed], end)  # spans starting before `end`
+    for s, e in disturbed[:i]:
+        if e > start and s < end:
+            stable = max(stable, e)
+    return stable
+
+
+def episodes(h: History) -> list[Episode]:
+    """Every episode of one protocol's run, formation first (see the module docstring).
+
+    Args:
+        h: the protocol's history.
+
+    Returns:
+        The episodes in time order; overlapping changes merged.
+    """
+    disturbed = disturbed_spans(h)
+    drafts = _drafts(h)
+    merged: list[tuple[_Draft, float, float | None]] = []
+    i = 0
+    while i < len(drafts):
+        d = drafts[i]
+        j = i
+        while True:
+            end = drafts[j + 1].start if j + 1 < len(drafts) else h.t_end
+            stable = _stable_at(disturbed, d.start, end, d.not_before)
+            if stable > end and j + 1 < len(drafts):
+                nxt = drafts[j + 1]
+                d.kind.extend(nxt.kind)
+                d.members.extend(m for m in nxt.members if m not in d.members)
+                d.detect_after.extend(nxt.detect_after)
+                d.not_before = max(d.not_before, nxt.not_before)
+                d.overlapped = True
+                j += 1
+                continue
+            break
+        more = j + 1 < len(drafts)
+        settled = stable if stable < end or (stable == end and more) else None
+        merged.append((d, end, settled))
+        i = j + 1
+    out = [_measure(h, d, end, settled, disturbed) for d, end, settled in merged]
+    if out and not h.complete:
+        out[-1].cut_short = True
+        out[-1].stable_ms = None
+    return out
+
+
+def _measure(
+    h: History,
+    d: _Draft,
+    end: float,
+    stable: float | None,
+    disturbed: Sequence[tuple[float, float]],
+) -> Episode:
+    start = d.start
+    kind = "+".join(dict.fromkeys(d.kind))
+    ep = Episode(
+        kind=kind,
+        start_ms=start,
+        window_end_ms=end,
+        stable_ms=stable,
+        actions=list(d.kind),
+        members=list(d.members),
+        overlapped=d.overlapped,
+    )
+    upto = stable if stable is not None else end
+    # Time to detect: the first reaction after the change, by someone else.
+    if d.detect_after:
+        t0 = d.detect_after[0][0]
+        affected = {m for _, ms in d.detect_after for m in ms}
+        first = [
+            m.t
+            for m in h.marks
+            if t0 <= m.t < end
+            and (
+                m.what == "member_removed"
+                or (m.what == "rebalance" and m.member is not None and m.member not in affected)
+            )
+        ]
+        ep.time_to_detect_ms = (min(first) - t0) if first else None
+    # Ownership: revocations, moves, revocations without need.
+    by_part: dict[str, list[Owned]] = {}
+    for o in h.owned:
+        by_part.setdefault(o.partition, []).append(o)
+    before = start - 1e-6
+    after = upto - 1e-6 if stable is None else upto
+    moved = 0
+    for p in by_part:
+        a, b = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
+        if a is not None and b is not None and a != b:
+            moved += 1
+    ep.partitions_moved = moved
+    revoked = [o for o in h.owned if o.released and start <= o.e < end]
+    ep.partitions_revoked = len(revoked)
+    ep.revoked_without_need = sum(
+        1 for o in revoked if _owner_at(by_part, o.partition, after) == o.member
+    )
+    # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
+    live = _live_spans(h.segments)
+    gaps = [(g.s, g.e) for g in h.gaps]
+    unavailable = 0.0
+    for s, e in gaps:
+        for ls, le in live:
+            if le <= s or ls >= e:
+                continue
+            unavailable += _clip(max(s, ls), min(e, le), start, end)
+    ep.partition_unavailable_s = unavailable / 1000.0
+    busy = _intersect(disturbed, [(start, upto)])
+    idle = 0.0
+    for g in h.segments:
+        if g.idle > 0:
+            for s, e in busy:
+                idle += g.idle * _clip(g.s, g.e, s, e)
+    ep.idle_member_s = idle / 1000.0
+    # The checkers' rows.
+    for a in h.anomalies:
+        if not start <= a.s < end:
+            continue
+        cause = a.cause or "?"
+        if a.kind == "duplicate":
+            ep.duplicates += a.count
+            ep.duplicates_by_cause[cause] = ep.duplicates_by_cause.get(cause, 0) + a.count
+        elif a.kind == "loss":
+            ep.loss += a.count
+            ep.loss_by_cause[cause] = ep.loss_by_cause.get(cause, 0) + a.count
+        elif a.kind == "double_processing":
+            ep.double_processing_s += _clip(a.s, a.e, start, end) / 1000.0
+        elif a.kind == "ordering_overlap":
+            ep.ordering_overlap_s += _clip(a.s, a.e, start, end) / 1000.0
+    # Lag.
+    ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms)
+    # Counted marks.
+    ep.commit_failures = int(
+        sum(m.n for m in h.marks if m.what == "commit_failed" and start <= m.t < end)
+    )
+    if not h.legacy:
+        gens_before = [m.n for m in h.marks if m.what == "generation" and m.t < start]
+        gens_in = [m.n for m in h.marks if m.what == "generation" and start <= m.t < end]
+        base = max(gens_before) if gens_before else (min(gens_in) - 1 if gens_in else 0)
+        ep.generation_bumps = int(max(0.0, (max(gens_in) - base))) if gens_in else 0
+        ep.coordinator_requests = _requests(h.requests, start, end, d.kind[0] == FORMATION)
+    else:
+        ep.zk_ops = int(sum(m.n for m in h.marks if m.what == "zk_ops" and start <= m.t < end))
+    return ep
+
+
+def _lag(
+    lag: Sequence[tuple[float, float]], start: float, end: float, bucket_ms: float
+) -> tuple[int, float | None]:
+    """Peak lag in ``[start, end)`` and the time from ``start`` until it came back."""
+    base = 0.0
+    inside: list[tuple[float, float]] = []
+    for t, v in lag:
+        if t + bucket_ms <= start:
+            base = v  # the last bucket wholly before the change
+        elif t < end:
+            inside.append((t, v))
+    if not inside:
+        return 0, 0.0
+    peak_i = max(range(len(inside)), key=lambda k: inside[k][1])
+    peak = inside[peak_i][1]
+    if peak <= base:
+        return int(peak), 0.0
+    limit = base + LAG_RECOVERY_SHARE * (peak - base)
+    for t, v in inside[peak_i:]:
+        if v <= limit:
+            return int(peak), max(0.0, t + bucket_ms - start)
+    return int(peak), None
+
+
+def _requests(
+    snaps: Sequence[tuple[float, int]], start: float, end: float, formation: bool
+) -> int | None:
+    """Requests between the snapshot after ``start`` (0 for formation) and the one after ``end``.
+
+    The orchestrator snapshots the coordinators' request counters right after
+    each change it applies, and once at the end of the timeline.
+    """
+    if not snaps:
+        return None
+    times = [t for t, _ in snaps]
+
+    def total_after(t: float) -> int | None:
+        k = bisect.bisect_left(times, t)
+        return snaps[k][1] if k < len(snaps) else None
+
+    lo = 0 if formation else total_after(start)
+    hi = total_after(end)
+    if hi is None:
+        hi = snaps[-1][1]
+    if lo is None:
+        return None
+    return max(0, hi - lo)
