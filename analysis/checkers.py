@@ -202,16 +202,30 @@ epoch).
 """
 
 
+SERIES_SEP: Final = "@"
+"""An experiment's trials share one event table as series ``<protocol>@<trial id>``."""
+
+
+def base_protocol(series: str) -> str:
+    """The run protocol of a series name (``classic-eager@t1`` -> ``classic-eager``)."""
+    return series.split(SERIES_SEP, 1)[0]
+
+
+def _base_protocol_col() -> Column:
+    return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
+
+
 def allowed_kinds(
     protocol: str, commit_mode: str = "auto", allows_loss: bool = False
 ) -> frozenset[str]:
     """The anomaly kinds ``protocol`` may show under ``commit_mode`` (:mod:`emulator.delivery`).
 
     Args:
-        protocol: the run protocol.
+        protocol: the run protocol (or a series ``<protocol>@<trial>``).
         commit_mode: :attr:`emulator.delivery.DeliveryMode.key` (``auto`` if unknown).
         allows_loss: :attr:`emulator.delivery.DeliveryMode.allows_loss`.
     """
+    protocol = base_protocol(protocol)
     kinds = set(ALLOWED.get(protocol, frozenset()))
     if DOUBLE_PROCESSING in kinds:
         kinds.add(ORDERING_OVERLAP)
@@ -450,7 +464,7 @@ def ownership_changes(events: DataFrame) -> DataFrame:
         "partitions",
         F.col("t_emu_ms").alias("t"),
         _opt(events, "node", "string").alias("node"),
-        F.when(F.col("protocol") == "zookeeper", _opt(events, "zxid", "long"))
+        F.when(_base_protocol_col() == "zookeeper", _opt(events, "zxid", "long"))
         .otherwise(_opt(events, "generation", "long"))
         .alias("okey"),
         _opt(events, "reason", "string").alias("reason"),

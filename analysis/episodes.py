@@ -204,7 +204,7 @@ class History:
     @property
     def legacy(self) -> bool:
         """The 0.8 consumer (ZooKeeper-coordinated)."""
-        return self.protocol == "zookeeper"
+        return self.protocol.split("@", 1)[0] == "zookeeper"
 
 
 @dataclass

@@ -131,6 +131,7 @@ def kafka_metrics(
     Returns:
         ``{"client": {...}, "coordinator": {...} | None, "scope": str}``.
     """
+    protocol = protocol.split("@", 1)[0]  # an experiment's series: <protocol>@<trial>
     span = t_end - t_start
     ordered = sorted(steps, key=lambda s: s.t)
     last_done: dict[str, float] = {}

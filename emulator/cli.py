@@ -5,6 +5,8 @@
     rebalance-emu run SCENARIO.toml [--protocol P ...] [--out DIR|URL]
                       [--zookeeper CONNECT] [--ray-address ADDR] [--shared-storage]
     rebalance-emu compare RUN_DIR [RUN_DIR ...] [--spark-master URL] [--out DIR]
+    rebalance-emu experiment EXPERIMENT.toml [--out DIR] [--seeds N] [--protocol P]
+                      [--parallel N] [--ray-address ADDR] [--retry-failed]
     rebalance-emu demo [--scenario NAME] [--out DIR]
     rebalance-emu zk start|stop|status [--ensemble N]
     rebalance-emu scenarios
@@ -380,8 +382,133 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _fail("interrupted; the job goes on (ray job stop ID stops it)", 130)
 
 
+def _resolve_experiment(arg: str) -> Path:
+    from emulator.experiment import bundled_experiments
+
+    path = Path(arg)
+    if path.is_file():
+        return path
+    bundled = bundled_experiments()
+    if arg in bundled:
+        return bundled[arg]
+    raise ValueError(
+        f"experiment {arg!r}: no such file, and not a bundled experiment "
+        f"({', '.join(bundled) or 'none'})"
+    )
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """``rebalance-emu experiment``: run (or resume) an experiment's trials, then its report."""
+    from emulator.experiment import ExperimentError, load_experiment
+
+    try:
+        path = _resolve_experiment(args.experiment)
+        protocols = _protocols(args.protocol) if args.protocol else None
+        if args.seeds is not None and args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        if args.parallel is not None and args.parallel < 1:
+            raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
+        exp = load_experiment(path, seeds=args.seeds, protocols=protocols)
+    except (ExperimentError, ValueError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    out = Path(args.out) if args.out else Path("runs") / exp.name
+    if out.exists() and not out.is_dir():
+        return _fail(f"--out {out} is a file, not a directory", EXIT_USAGE)
+    if out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
+        return _fail(f"--out {out} exists and holds no experiment", EXIT_USAGE)
+    prepare_local_ray(joining=bool(args.ray_address))
+    runner = importlib.import_module("actors.experiment")
+    print(
+        f"experiment {exp.name}: {len(exp.trials)} trials ({len(exp.scenarios)} scenarios x "
+        f"{len(exp.protocols)} protocols x seeds x {max(1, _points(exp))} grid points) -> {out}",
+        file=sys.stderr,
+    )
+    t0 = time.monotonic()
+    try:
+        with stop_signals():
+            outcome = runner.run_experiment(
+                exp,
+                out,
+                ray_address=args.ray_address,
+                parallel=args.parallel,
+                retry_failed=args.retry_failed,
+            )
+    except runner.ExperimentRunError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt as exc:
+        return _fail(
+            f"interrupted; completed trials are kept in {out} (run the same command to resume)",
+            _exit_code(exc),
+        )
+    bad = outcome.count("failed") + outcome.count("degraded")
+    print(
+        f"experiment: {outcome.count('completed')} of {len(exp.trials)} trials completed"
+        + (f", {bad} failed or degraded (left out of the statistics)" if bad else "")
+        + f"; {outcome.ran} run now in {time.monotonic() - t0:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    if args.no_report:
+        return EXIT_DEGRADED if bad else 0
+    _stop_ray()
+    code, report_dir = _compare_experiment(out, None, args.spark_master)
+    if report_dir is not None:
+        print(f"report: {report_dir / 'report.html'}")
+        print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+    return code or (EXIT_DEGRADED if bad else 0)
+
+
+def _points(exp: Any) -> int:
+    n = 1
+    for _k, values in exp.grid:
+        n *= len(values)
+    return n
+
+
+def _compare_experiment(
+    exp_dir: Path, out: str | None, spark_master: str | None
+) -> tuple[int, Path | None]:
+    """The experiment report; an exit code and the report directory."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_py4j)
+    try:
+        xp = importlib.import_module("analysis.experiment")
+    except ImportError as exc:
+        return _fail(f"the analysis needs pyspark, pandas and matplotlib: {exc}"), None
+    had_spark = _active_spark() is not None
+    try:
+        with stop_signals():
+            rep = xp.compare_experiment(
+                exp_dir, Path(out) if out else None, spark_master, xp.stderr_progress()
+            )
+    except xp.ExperimentReportError as exc:
+        return _fail(str(exc), EXIT_USAGE), None
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", _exit_code(exc)), None
+    except Exception as exc:  # a Spark failure: one line
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
+    finally:
+        if not had_spark:
+            _stop_spark()
+    if rep.excluded:
+        print(
+            f"rebalance-emu: {len(rep.excluded)} of {rep.trials} trials left out of the "
+            f"statistics (the report lists them)",
+            file=sys.stderr,
+        )
+    return 0, rep.report_dir
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rebalance-emu compare``: the comparison report of one or more run directories."""
+    if len(args.run_dir) == 1 and (Path(args.run_dir[0]) / "experiment.json").is_file():
+        code, report_dir = _compare_experiment(Path(args.run_dir[0]), args.out, args.spark_master)
+        if report_dir is not None:
+            print(f"report: {report_dir / 'report.html'}")
+            print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+        return code
     dirs: list[Path | str] = [d if is_url(d) else Path(d) for d in args.run_dir]
     code, report_dir = _compare(dirs, args.out, args.spark_master, args.allow_incomplete)
     if report_dir is not None:
@@ -640,6 +767,35 @@ def build_parser() -> argparse.ArgumentParser:
         "damaged or cut short; the report says so either way)",
     )
     comp.set_defaults(func=cmd_compare)
+    ex = sub.add_parser(
+        "experiment",
+        help="run an experiment (scenarios x protocols x seeds x a grid of settings) as "
+        "concurrent trials, resumable, then its report",
+    )
+    ex.add_argument("experiment", help="an EXPERIMENT.toml, or the name of a bundled one")
+    ex.add_argument(
+        "--out",
+        metavar="DIR",
+        help="experiment directory (default runs/<name>; running again resumes it)",
+    )
+    ex.add_argument("--seeds", type=int, metavar="N", help="N seeds instead of the file's")
+    ex.add_argument(
+        "--protocol", action="append", metavar="P", help="protocols instead of the file's"
+    )
+    ex.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="at most N trials at once (default: what "
+        "the cluster's CPUs hold at cpus_per_trial each)",
+    )
+    ex.add_argument("--ray-address", metavar="ADDR", help="as for run")
+    ex.add_argument(
+        "--retry-failed", action="store_true", help="run failed and degraded trials again"
+    )
+    ex.add_argument("--no-report", action="store_true", help="run the trials only")
+    ex.add_argument("--spark-master", metavar="URL", help="as for compare")
+    ex.set_defaults(func=cmd_experiment)
     demo = sub.add_parser(
         "demo",
         help="run the bundled comparison scenario under every protocol, on an embedded "
@@ -668,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    if argv is None and args.command in ("run", "demo", "compare"):
+    if argv is None and args.command in ("run", "demo", "compare", "experiment"):
         from emulator import reaper
 
         reaper.start()  # whatever this command starts dies with it (a SIGKILL too)
@@ -695,8 +851,7 @@ def _write_traceback(exc: BaseException) -> str:
     try:
         d.mkdir(parents=True, exist_ok=True)
         path.write_text(
-            f"rebalance-emu {' '.join(sys.argv[1:])}\n\n"
-            + "".join(traceback.format_exception(exc))
+            f"rebalance-emu {' '.join(sys.argv[1:])}\n\n" + "".join(traceback.format_exception(exc))
         )
     except OSError:
         return "(could not be written)"

@@ -175,6 +175,7 @@ __all__ = [
     "load_scenario",
     "member_name",
     "parse_scenario",
+    "scenario_from_document",
 ]
 
 KafkaValue = int | float | str | bool
@@ -2755,6 +2756,18 @@ def parse_scenario(text: str, source_name: str = "<string>") -> Scenario:
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(source_name, "<toml>", f"invalid TOML: {err}") from None
     return _Parser(source_name).parse(doc)
+
+
+def scenario_from_document(doc: Mapping[str, object], source_name: str = "<document>") -> Scenario:
+    """Validate a scenario from an already decoded TOML document (a dict of tables).
+
+    An experiment applies its grid's values to a scenario's document and
+    validates each trial's copy here, so a bad value fails as a file would.
+
+    Raises:
+        ScenarioError: an invalid scenario (one line naming the key).
+    """
+    return _Parser(source_name).parse(dict(doc))
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:

@@ -1,0 +1,281 @@
+"""Run an experiment's trials as Ray tasks, each a whole run in its own directory.
+
+A trial is a Ray task that runs :func:`actors.orchestrator.run_scenario` for
+one scenario, protocol, seed and grid point: its own embedded ZooKeeper, its
+own brokers, producer and consumer hosts (placed as the scenario's
+``[placement]`` says), its run directory ``<experiment>/trials/<trial id>``.
+Each task holds ``cpus_per_trial`` Ray CPUs, so as many trials run at once as
+the cluster's CPUs hold (``--parallel`` caps it). With a local experiment
+directory on a cluster of several nodes, trials run on the driver's node so
+that their directories land under it (a URL ``--out`` lets them run anywhere).
+
+Resuming: ``experiment.json`` and each trial's ``trial.json`` and manifest say
+what is done. A re-run skips completed trials, keeps failed and degraded ones
+as recorded (``retry_failed`` runs them again) and runs the rest (never run,
+interrupted, cut short) afresh. A trial whose settings changed since it ran
+(its fingerprint) stops the experiment: a new ``--out`` is needed.
+
+An interrupt (Ctrl-C, SIGTERM) cancels the running trials (their workers are
+killed; Ray kills the actors they owned, their ZooKeeper's watchdog ends it)
+and records them as interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from actors.orchestrator import RunError, ensure_ray, probe_ray
+from emulator.experiment import Experiment, Trial, eta_seconds, trial_state
+
+Say = Callable[[str], None]
+
+EXPERIMENT_FILE = "experiment.json"
+TRIAL_FILE = "trial.json"
+TRIALS_DIR = "trials"
+
+
+class ExperimentRunError(RuntimeError):
+    """The experiment cannot run (one-line message)."""
+
+
+@dataclass
+class ExperimentOutcome:
+    """What a (possibly resumed) experiment run ended with.
+
+    Attributes:
+        out_dir: the experiment directory.
+        states: trial id -> ``completed``, ``failed``, ``degraded``, ``interrupted``
+            or ``pending``.
+        ran: trials run by this invocation.
+        skipped: trials found done and not run again.
+        wall_s: this invocation's wall time.
+    """
+
+    out_dir: Path
+    states: dict[str, str] = field(default_factory=dict)
+    ran: int = 0
+    skipped: int = 0
+    wall_s: float = 0.0
+
+    def count(self, state: str) -> int:
+        """Trials in ``state``."""
+        return sum(1 for s in self.states.values() if s == state)
+
+
+@ray.remote(max_retries=0)
+def _run_trial(
+    document: dict[str, Any], source: str, protocol: str, out_dir: str
+) -> dict[str, Any]:
+    """One trial, inside a Ray worker: a whole run of one protocol."""
+    from actors.orchestrator import run_scenario
+    from emulator.scenario import scenario_from_document
+
+    t0 = time.monotonic()
+    scenario = scenario_from_document(document, source)
+    try:
+        results = run_scenario(scenario, [protocol], Path(out_dir))
+    except RunError as exc:
+        return {"status": "failed", "error": str(exc), "wall_s": time.monotonic() - t0}
+    r = results[0]
+    return {"status": r.status, "notes": list(r.notes), "wall_s": time.monotonic() - t0}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+
+
+def trial_dir(out_dir: Path, trial: Trial) -> Path:
+    """The trial's run directory."""
+    return out_dir / TRIALS_DIR / trial.id
+
+
+def existing_state(out_dir: Path, trial: Trial) -> str:
+    """The trial's state on disk (:func:`emulator.experiment.trial_state`).
+
+    Raises:
+        ExperimentRunError: the trial ran with other settings.
+    """
+    d = trial_dir(out_dir, trial)
+    tj = _read_json(d / TRIAL_FILE)
+    if tj is not None and tj.get("fingerprint") not in (None, trial.fingerprint()):
+        raise ExperimentRunError(
+            f"{d}: this trial ran with other settings (the scenario or the experiment "
+            f"changed); use a new --out"
+        )
+    return trial_state(tj, _read_json(d / "manifest.json"))
+
+
+def _parallelism(cpus_per_trial: float, cap: int | None) -> int:
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    biggest = max((float(n.get("Resources", {}).get("CPU", 0)) for n in nodes), default=0.0)
+    if cpus_per_trial > biggest:
+        raise ExperimentRunError(
+            f"cpus_per_trial = {cpus_per_trial:g} but the largest Ray node has {biggest:g} CPUs"
+        )
+    total = float(ray.cluster_resources().get("CPU", 0))
+    n = max(1, int(total // cpus_per_trial))
+    return min(n, cap) if cap else n
+
+
+def run_experiment(
+    exp: Experiment,
+    out_dir: Path,
+    *,
+    ray_address: str | None = None,
+    parallel: int | None = None,
+    retry_failed: bool = False,
+    say: Say | None = None,
+    progress_every_s: float = 15.0,
+) -> ExperimentOutcome:
+    """Run (or resume) every trial of ``exp`` under ``out_dir``.
+
+    Args:
+        exp: the expanded experiment.
+        out_dir: the experiment directory (created).
+        ray_address: a Ray cluster to join; None starts a local Ray.
+        parallel: at most this many trials at once (default: what the cluster holds).
+        retry_failed: run failed and degraded trials again.
+        say: progress lines (default: stderr).
+        progress_every_s: how often a status line is printed while trials run.
+
+    Returns:
+        Every trial's state.
+
+    Raises:
+        ExperimentRunError: Ray cannot be reached, or a trial ran with other settings.
+        KeyboardInterrupt: interrupted; running trials were cancelled and recorded.
+    """
+    tell = say or (lambda m: print(f"experiment: {m}", file=sys.stderr, flush=True))
+    t_start = time.monotonic()
+    out_dir = Path(out_dir)
+    (out_dir / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
+    outcome = ExperimentOutcome(out_dir)
+    todo: list[Trial] = []
+    for t in exp.trials:
+        state = existing_state(out_dir, t)
+        if state == "completed" or (state in ("failed", "degraded") and not retry_failed):
+            outcome.states[t.id] = state
+            outcome.skipped += 1
+        else:
+            outcome.states[t.id] = "pending"
+            todo.append(t)
+    record: dict[str, Any] = {
+        "kind": "rebalance-emu experiment",
+        "plan": exp.to_dict(),
+        "status": "running",
+        "states": outcome.states,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _write_json(out_dir / EXPERIMENT_FILE, record)
+    if outcome.skipped:
+        tell(f"{outcome.skipped} of {len(exp.trials)} trials already done; running {len(todo)}")
+    if not todo:
+        record["status"] = "finished"
+        _write_json(out_dir / EXPERIMENT_FILE, record)
+        return outcome
+    try:
+        if ray_address and not ray.is_initialized():
+            probe_ray(ray_address)
+        ensure_ray(ray_address)
+    except RunError as exc:
+        raise ExperimentRunError(str(exc)) from None
+    width = _parallelism(exp.cpus_per_trial, parallel)
+    pin: dict[str, Any] = {}
+    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()
+        pin = {"scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)}
+    tell(
+        f"{exp.name}: {len(todo)} trials to run, {width} at a time "
+        f"({exp.cpus_per_trial:g} CPUs each) -> {out_dir}"
+    )
+    running: dict[Any, tuple[Trial, float]] = {}
+    walls: list[float] = []
+    queue = list(todo)
+    last_status = time.monotonic()
+
+    def status_line() -> str:
+        done = sum(1 for s in outcome.states.values() if s != "pending")
+        left = len(queue)
+        eta = eta_seconds(walls, left, len(running), width)
+        failed = outcome.count("failed") + outcome.count("degraded")
+        est = "" if eta is None else f"; ~{eta / 60:.1f} min left"
+        bad = f" ({failed} failed or degraded)" if failed else ""
+        return (
+            f"{done}/{len(exp.trials)} trials done{bad}, {len(running)} running, {left} left{est}"
+        )
+
+    try:
+        while queue or running:
+            while queue and len(running) < width:
+                t = queue.pop(0)
+                d = trial_dir(out_dir, t)
+                if d.exists():
+                    shutil.rmtree(d)  # an interrupted or failed attempt: start afresh
+                d.mkdir(parents=True)
+                _write_json(d / TRIAL_FILE, {**t.to_dict(), "status": "running"})
+                ref = _run_trial.options(num_cpus=exp.cpus_per_trial, **pin).remote(
+                    dict(t.document), t.source, t.protocol, str(d)
+                )
+                running[ref] = (t, time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in ready:
+                t, t0 = running.pop(ref)
+                try:
+                    res = ray.get(ref)
+                except Exception as exc:  # the task died: a worker lost, an exception
+                    res = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+                wall = time.monotonic() - t0
+                d = trial_dir(out_dir, t)
+                manifest = _read_json(d / "manifest.json") or {}
+                state = str(manifest.get("status") or res.get("status") or "failed")
+                if state not in ("completed", "degraded"):
+                    state = "failed"
+                outcome.states[t.id] = state
+                outcome.ran += 1
+                walls.append(wall)
+                _write_json(d / TRIAL_FILE, {**t.to_dict(), **res, "status": state, "wall_s": wall})
+                _write_json(out_dir / EXPERIMENT_FILE, record)
+                why = f": {res.get('error')}" if res.get("error") else ""
+                tell(f"{t.id}: {state} in {wall:.0f} s{why}; {status_line()}")
+            if time.monotonic() - last_status >= progress_every_s and running:
+                last_status = time.monotonic()
+                tell(status_line())
+    except BaseException:
+        for ref, (t, _t0) in running.items():
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+            outcome.states[t.id] = "interrupted"
+            d = trial_dir(out_dir, t)
+            with contextlib.suppress(OSError):
+                _write_json(d / TRIAL_FILE, {**t.to_dict(), "status": "interrupted"})
+        record["status"] = "interrupted"
+        with contextlib.suppress(OSError):
+            _write_json(out_dir / EXPERIMENT_FILE, record)
+        raise
+    outcome.wall_s = time.monotonic() - t_start
+    record["status"] = "finished"
+    record["wall_s_last_invocation"] = round(outcome.wall_s, 1)
+    _write_json(out_dir / EXPERIMENT_FILE, record)
+    return outcome
