@@ -42,9 +42,21 @@ def history(protocol: str) -> H:
     return h
 
 
+EPISODES = "@episodes"
+"""The episode histories ride along as series ``<protocol>@episodes``, as trials do."""
+
+
 @pytest.fixture(scope="module")
 def frames(spark: SparkSession) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
     dfs = [history(p).df(spark) for p in PROTOCOLS]
+    dfs += [
+        join_and_crash(p)
+        .df(spark)
+        .withColumn("protocol", F.concat(F.col("protocol"), F.lit(EPISODES)))
+        for p in PROTOCOLS
+    ]
     df = dfs[0]
     for f in dfs[1:]:
         df = df.unionByName(f)
@@ -141,19 +153,10 @@ def join_and_crash(protocol: str) -> H:
     return h
 
 
-@pytest.fixture(scope="module")
-def episode_metrics(spark: SparkSession) -> dict[str, Any]:
-    dfs = [join_and_crash(p).df(spark) for p in PROTOCOLS]
-    df = dfs[0]
-    for f in dfs[1:]:
-        df = df.unionByName(f)
-    return compute_metrics(df)
-
-
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_episodes_from_events(episode_metrics: dict[str, Any], protocol: str) -> None:
+def test_episodes_from_events(frames: dict[str, Any], protocol: str) -> None:
     """The Spark side feeds the episode logic the run's changes, timeline and ownership."""
-    eps = episode_metrics[protocol]["episodes"]
+    eps = frames["metrics"][protocol + EPISODES]["episodes"]
     assert [e["kind"] for e in eps] == ["formation", "join", "crash"]
     form, join, crash = eps
     assert form["time_to_stable_ms"] == pytest.approx(100.0)
@@ -166,5 +169,5 @@ def test_episodes_from_events(episode_metrics: dict[str, Any], protocol: str) ->
     assert crash["partitions_moved"] == 1 and crash["partitions_revoked"] == 0
     assert crash["partition_unavailable_s"] == pytest.approx(1.0)
     assert crash["window_end_ms"] == pytest.approx(6000.0)
-    named = episode_metrics[protocol]["kafka_metrics"]
+    named = frames["metrics"][protocol + EPISODES]["kafka_metrics"]
     assert ("RebalanceRateAndTime.count" in named["client"]) == (protocol == "zookeeper")
