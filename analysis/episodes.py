@@ -45,9 +45,11 @@ Definitions (times are emulated ms):
     seconds: the checkers' rows that start in the window (durations clipped);
   - ``peak_lag``: the highest lag (messages produced and not yet processed,
     per time bucket) in the window; ``lag_recovery_ms``: from the change to
-    the first bucket after the peak whose lag is back within 10% of the rise
-    above the lag just before the change (0 when lag did not rise, None when
-    it did not come back within the window);
+    the end of the first bucket after the peak whose lag is back near the lag
+    just before the change: within 10% of the rise or one bucket's worth of
+    production (the run's mean), whichever is larger, so that the batching
+    noise of a steady group is not a rise (0 when lag did not rise beyond
+    that, None when it did not come back within the window);
   - ``commit_failures``, ``generation_bumps`` (classic generations, KIP-848
     group epochs; None for the 0.8 consumer), ``zk_ops`` (the legacy
     rebalance attempts' reads and writes; None for the others),
@@ -178,6 +180,7 @@ class History:
         doubled: spans in which a partition had two owners.
         lag: ``(bucket start, lag)`` in time order.
         bucket_ms: the lag buckets' width.
+        produced_per_bucket: messages produced per bucket, the run's mean.
         marks: counted point events.
         anomalies: the checkers' rows.
         requests: ``(t, cumulative coordinator requests)`` snapshots in time
@@ -196,6 +199,7 @@ class History:
     doubled: list[Span] = field(default_factory=list)
     lag: list[tuple[float, float]] = field(default_factory=list)
     bucket_ms: float = 1000.0
+    produced_per_bucket: float = 0.0
     marks: list[Mark] = field(default_factory=list)
     anomalies: list[AnomalyRow] = field(default_factory=list)
     requests: list[tuple[float, int]] = field(default_factory=list)
@@ -509,7 +513,7 @@ def _measure(
         elif a.kind == "ordering_overlap":
             ep.ordering_overlap_s += _clip(a.s, a.e, start, end) / 1000.0
     # Lag.
-    ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms)
+    ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms, h.produced_per_bucket)
     # Counted marks.
     ep.commit_failures = int(
         sum(m.n for m in h.marks if m.what == "commit_failed" and start <= m.t < end)
@@ -526,7 +530,11 @@ def _measure(
 
 
 def _lag(
-    lag: Sequence[tuple[float, float]], start: float, end: float, bucket_ms: float
+    lag: Sequence[tuple[float, float]],
+    start: float,
+    end: float,
+    bucket_ms: float,
+    per_bucket: float = 0.0,
 ) -> tuple[int, float | None]:
     """Peak lag in ``[start, end)`` and the time from ``start`` until it came back."""
     base = 0.0
@@ -540,9 +548,9 @@ def _lag(
         return 0, 0.0
     peak_i = max(range(len(inside)), key=lambda k: inside[k][1])
     peak = inside[peak_i][1]
-    if peak <= base:
+    limit = base + max(LAG_RECOVERY_SHARE * (peak - base), per_bucket)
+    if peak <= limit:
         return int(peak), 0.0
-    limit = base + LAG_RECOVERY_SHARE * (peak - base)
     for t, v in inside[peak_i:]:
         if v <= limit:
             return int(peak), max(0.0, t + bucket_ms - start)

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.episodes import EPISODE_METRICS, FORMATION
+from analysis.episodes import EPISODE_METRICS
 from analysis.stats import mann_whitney, summarize
 
 Progress = Callable[[str], None]
 
 EXPERIMENT_FILE = "experiment.json"
 ANALYSIS_FILE = "analysis.json"
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 """Bumped when what a trial's ``analysis.json`` holds changes (older ones are recomputed)."""
 
 MAX_BATCH_EVENTS = 3_000_000
@@ -413,6 +413,3 @@ def compare_experiment(
     used = len({t["id"] for t, _ in trials}) - len(excluded)
     say(f"report written: {out / 'report.html'}")
     return ExperimentReport(out, len(trials), used, excluded)
-
-
-HEADLINE_EPISODE_ORDER = (FORMATION,)

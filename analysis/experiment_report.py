@@ -43,22 +43,27 @@ def _scale(metric: str) -> tuple[float, str]:
     return 1.0, metric
 
 
+NONE_MEANS = {
+    "time_to_stable_ms": "not settled",
+    "time_to_detect_ms": "not detected",
+    "lag_recovery_ms": "lag not back",
+}
+"""What a missing value of a metric means (others: the metric does not apply)."""
+
+
 def cell_text(row: Mapping[str, Any]) -> str:
     """``median [ci] · p95 · min-max · n`` of one summary row (ms metrics in seconds)."""
+    missing = int(row.get("not_applicable") or 0)
+    why = NONE_MEANS.get(str(row["metric"]), "n/a")
     if not row.get("n"):
-        na = row.get("not_settled") or row.get("not_applicable") or 0
-        return f"- (n=0{', ' + str(na) + ' n/a' if na else ''})"
+        return f"- (n=0{f', {missing} {why}' if missing else ''})"
     div, _ = _scale(str(row["metric"]))
 
     def f(key: str) -> str:
         v = row.get(key)
         return fmt(None if v is None else float(v) / div)
 
-    extra = ""
-    if row.get("not_settled"):
-        extra = f", {row['not_settled']} not settled"
-    elif row.get("not_applicable"):
-        extra = f", {row['not_applicable']} n/a"
+    extra = f", {missing} {why}" if missing else ""
     return (
         f"{f('median')} [{f('ci_low')}, {f('ci_high')}] · p95 {f('p95')} · "
         f"{f('min')}-{f('max')} · n={row['n']}{extra}"

@@ -679,10 +679,16 @@ def episode_histories(
         if r["kind"] == DOUBLE_OWNERSHIP:
             h.doubled.append(epi.Span(f"{r['topic']}:{r['partition']}", s, e))
         h.anomalies.append(epi.AnomalyRow(str(r["kind"]), r["detail"], s, e, int(r["count"] or 0)))
+    produced: dict[str, list[float]] = {}
     for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect():
         h = hist.get(str(r["protocol"]))
         if h is not None:
             h.lag.append((float(r["t_ms"]), float(r["lag"])))
+            produced.setdefault(h.protocol, []).append(float(r["produced"] or 0))
+    for p, h in hist.items():
+        rows = produced.get(p) or []
+        busy = [x for x in rows if x > 0]  # buckets while the producer ran
+        h.produced_per_bucket = sum(busy) / len(busy) if busy else 0.0
     kind = F.col("kind")
     marks = events.where(kind.isin(*_MARK_KINDS) & in_group).select(
         "protocol",

@@ -268,3 +268,17 @@ def test_disturbed_ignores_unowned_partitions_without_live_members() -> None:
     h.segments = [seg(0, 5000, live=1), seg(5000, 10_000, live=0)]
     h.gaps = [Span("t:0", 4000, 10_000)]
     assert disturbed_spans(h) == [(4000, 5000)]
+
+
+def test_lag_noise_within_one_bucket_of_production_is_no_rise() -> None:
+    h = two_members()
+    h.changes = [Change(10_000, "join", ("c-2",), index=0)]
+    h.produced_per_bucket = 120.0  # 120 messages a second
+    # a steady group's lag wobbles with its batches: 20..34 is not a rise
+    h.lag = [(t * 1000.0, v) for t, v in enumerate([20, 25, 20, 30, 22] * 2 + [34, 28, 20, 31])]
+    _, join = episodes(h)
+    assert join.peak_lag == 34 and join.lag_recovery_ms == 0.0
+    # a real rise must come back to within one bucket's production of the lag before
+    h.lag = [(t * 1000.0, v) for t, v in enumerate([20] * 10 + [500, 300, 150, 90])]
+    _, join = episodes(h)
+    assert join.lag_recovery_ms == 4000.0  # 90 <= 20 + max(48, 120), bucket 13..14 s
