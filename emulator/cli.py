@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import logging
 import os
 import secrets
@@ -416,6 +417,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return _fail(f"--out {out} is a file, not a directory", EXIT_USAGE)
     if out.is_dir() and any(out.iterdir()) and not (out / "experiment.json").is_file():
         return _fail(f"--out {out} exists and holds no experiment", EXIT_USAGE)
+    if (out / "experiment.json").is_file():
+        try:
+            held = json.loads((out / "experiment.json").read_text())["plan"]["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return _fail(f"--out {out}: unreadable experiment.json", EXIT_USAGE)
+        if held != exp.name:
+            return _fail(
+                f"--out {out} holds experiment {held!r}, not {exp.name!r} (use another --out)",
+                EXIT_USAGE,
+            )
     prepare_local_ray(joining=bool(args.ray_address))
     runner = importlib.import_module("actors.experiment")
     print(

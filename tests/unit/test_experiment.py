@@ -185,3 +185,24 @@ def test_statistics_over_seeds_leave_out_failed_and_incomplete_trials() -> None:
     assert t["u"] == 0 and t["p_value"] == pytest.approx(0.2) and t["method"] == "exact"
     whole = row[("classic-eager", "whole run", "duplicates")]
     assert whole["values"] == [0.0, 1.0, 0.0]
+
+
+def test_the_cli_refuses_another_experiments_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulator.cli import main
+
+    p = write(tmp_path, 'name = "mine"\nscenarios = ["small.toml"]\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "experiment.json").write_text('{"plan": {"name": "theirs"}}')
+    assert main(["experiment", str(p), "--out", str(out)]) == 2
+    assert "holds experiment 'theirs', not 'mine'" in capsys.readouterr().err
+    (out / "experiment.json").unlink()
+    (out / "stray.txt").write_text("x")
+    assert main(["experiment", str(p), "--out", str(out)]) == 2
+    assert "holds no experiment" in capsys.readouterr().err
+    assert main(["experiment", str(tmp_path / "nope.toml")]) == 2
+    assert "not a bundled experiment" in capsys.readouterr().err
+    assert main(["experiment", str(p), "--seeds", "0"]) == 2
+    assert "--seeds must be at least 1" in capsys.readouterr().err
