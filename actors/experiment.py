@@ -74,7 +74,11 @@ class ExperimentOutcome:
 
 @ray.remote(max_retries=0)
 def _run_trial(
-    document: dict[str, Any], source: str, protocol: str, out_dir: str
+    document: dict[str, Any],
+    source: str,
+    protocol: str,
+    out_dir: str,
+    command: list[str] | None = None,
 ) -> dict[str, Any]:
     """One trial, inside a Ray worker: a whole run of one protocol."""
     from actors.orchestrator import run_scenario
@@ -83,7 +87,7 @@ def _run_trial(
     t0 = time.monotonic()
     scenario = scenario_from_document(document, source)
     try:
-        results = run_scenario(scenario, [protocol], Path(out_dir))
+        results = run_scenario(scenario, [protocol], Path(out_dir), command=command)
     except RunError as exc:
         return {"status": "failed", "error": str(exc), "wall_s": time.monotonic() - t0}
     r = results[0]
@@ -236,7 +240,7 @@ def run_experiment(
                 d.mkdir(parents=True)
                 _write_json(d / TRIAL_FILE, {**t.to_dict(), "status": "running"})
                 ref = _run_trial.options(num_cpus=exp.cpus_per_trial, **pin).remote(
-                    dict(t.document), t.source, t.protocol, str(d)
+                    dict(t.document), t.source, t.protocol, str(d), [*sys.argv, f"(trial {t.id})"]
                 )
                 running[ref] = (t, time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)

@@ -1203,6 +1203,7 @@ def run_scenario(
     shared_storage: bool = False,
     zk_auth: Any = None,
     keep_zk_data: bool = False,
+    command: list[str] | None = None,
 ) -> list[ProtocolResult]:
     """Run a scenario under each protocol; write the manifest; return the results.
 
@@ -1221,6 +1222,8 @@ def run_scenario(
             a digest ACL for it alone.
         keep_zk_data: on a user's ``--zookeeper``, keep each protocol's chroot
             (by default it is deleted once the protocol's run ended).
+        command: what the manifest records as the command (default this
+            process's argv; an experiment's trial names the experiment's).
 
     Raises:
         RunError: the run could not be set up (one-line message).
@@ -1245,7 +1248,7 @@ def run_scenario(
         "protocols": {},
         "protocols_planned": list(protocols),
         "versions": _versions(),
-        "command": redacted_argv(sys.argv),
+        "command": redacted_argv(command if command is not None else sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": socket.gethostname(),
         "event_log_layout": "<protocol>/events/*.msgpack",

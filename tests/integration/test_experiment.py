@@ -94,6 +94,8 @@ def test_an_experiment_resumes_after_an_interrupt_and_reports_the_right_statisti
     assert f"{len(kept)} of 6 trials already done" in log2 or f"{len(kept) + 1} of 6" in log2
     for tid, manifest in kept.items():  # completed trials were not run again
         assert (out / "trials" / tid / "manifest.json").read_text() == manifest
+        command = json.loads(manifest)["command"]  # the experiment's, not the Ray worker's
+        assert "experiment" in command and command[-1] == f"(trial {tid})"
     assert sorted(_completed(out)) == sorted(p.name for p in (out / "trials").iterdir())
     assert len(_completed(out)) == 6
     assert (out / "report" / "report.html").is_file()
