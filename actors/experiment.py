@@ -34,7 +34,7 @@ from typing import Any
 
 import ray
 
-from actors.orchestrator import RunError, ensure_ray, probe_ray
+from actors.orchestrator import RunError, ensure_ray, probe_ray, write_manifest
 from emulator.experiment import Experiment, Trial, eta_seconds, trial_state
 
 Say = Callable[[str], None]
@@ -100,12 +100,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
 
 
 def trial_dir(out_dir: Path, trial: Trial) -> Path:
@@ -190,12 +184,12 @@ def run_experiment(
         "states": outcome.states,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _write_json(out_dir / EXPERIMENT_FILE, record)
+    write_manifest(out_dir / EXPERIMENT_FILE, record)
     if outcome.skipped:
         tell(f"{outcome.skipped} of {len(exp.trials)} trials already done; running {len(todo)}")
     if not todo:
         record["status"] = "finished"
-        _write_json(out_dir / EXPERIMENT_FILE, record)
+        write_manifest(out_dir / EXPERIMENT_FILE, record)
         return outcome
     try:
         if ray_address and not ray.is_initialized():
@@ -238,7 +232,7 @@ def run_experiment(
                 if d.exists():
                     shutil.rmtree(d)  # an interrupted or failed attempt: start afresh
                 d.mkdir(parents=True)
-                _write_json(d / TRIAL_FILE, {**t.to_dict(), "status": "running"})
+                write_manifest(d / TRIAL_FILE, {**t.to_dict(), "status": "running"})
                 ref = _run_trial.options(num_cpus=exp.cpus_per_trial, **pin).remote(
                     dict(t.document), t.source, t.protocol, str(d), [*sys.argv, f"(trial {t.id})"]
                 )
@@ -259,8 +253,10 @@ def run_experiment(
                 outcome.states[t.id] = state
                 outcome.ran += 1
                 walls.append(wall)
-                _write_json(d / TRIAL_FILE, {**t.to_dict(), **res, "status": state, "wall_s": wall})
-                _write_json(out_dir / EXPERIMENT_FILE, record)
+                write_manifest(
+                    d / TRIAL_FILE, {**t.to_dict(), **res, "status": state, "wall_s": wall}
+                )
+                write_manifest(out_dir / EXPERIMENT_FILE, record)
                 why = f": {res.get('error')}" if res.get("error") else ""
                 tell(f"{t.id}: {state} in {wall:.0f} s{why}; {status_line()}")
             if time.monotonic() - last_status >= progress_every_s and running:
@@ -273,13 +269,13 @@ def run_experiment(
             outcome.states[t.id] = "interrupted"
             d = trial_dir(out_dir, t)
             with contextlib.suppress(OSError):
-                _write_json(d / TRIAL_FILE, {**t.to_dict(), "status": "interrupted"})
+                write_manifest(d / TRIAL_FILE, {**t.to_dict(), "status": "interrupted"})
         record["status"] = "interrupted"
         with contextlib.suppress(OSError):
-            _write_json(out_dir / EXPERIMENT_FILE, record)
+            write_manifest(out_dir / EXPERIMENT_FILE, record)
         raise
     outcome.wall_s = time.monotonic() - t_start
     record["status"] = "finished"
     record["wall_s_last_invocation"] = round(outcome.wall_s, 1)
-    _write_json(out_dir / EXPERIMENT_FILE, record)
+    write_manifest(out_dir / EXPERIMENT_FILE, record)
     return outcome

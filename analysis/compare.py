@@ -55,6 +55,21 @@ def stderr_progress(prefix: str = "compare") -> Progress:
     return say
 
 
+def start_spark(spark_master: str | None, say: Progress) -> Any:
+    """The SparkSession for a report (``local[*]`` unless a master is named).
+
+    On one machine the shuffles are small: one partition per core, not 8.
+    """
+    from analysis.spark import get_spark
+
+    say(f"starting Spark ({spark_master or 'local[*]'})")
+    spark = get_spark(spark_master)
+    if spark.sparkContext.master.startswith("local"):
+        cores = spark.sparkContext.defaultParallelism
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
+    return spark
+
+
 @contextlib.contextmanager
 def ticking(say: Progress, step: str, spark: Any = None, every_s: float = 15.0) -> Iterator[None]:
     """While the body runs, say ``step ... (N s, J Spark jobs so far)`` every ``every_s``."""
@@ -264,14 +279,21 @@ def analyze_run(
             n_anom = anomalies.count()
         say(f"{name}: {n_anom} anomaly rows; computing metrics")
         with ticking(say, f"{name}: computing metrics", spark):
+            # one pass for the lag: the episodes read it, the throughput plot draws it
+            lag = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
             metrics = compute_metrics(
-                events, anomalies, shared=shared, requests=request_snapshots(manifest)
+                events,
+                anomalies,
+                shared=shared,
+                requests=request_snapshots(manifest),
+                lag_rows=lag.to_dict(orient="records"),
+                bucket_ms=bucket_ms,
             )
         say(f"{name}: collecting plot frames")
         with ticking(say, f"{name}: collecting plot frames", spark):
             frames = {
                 rpt.OWNERSHIP: ownership_intervals(events, shared).toPandas(),
-                rpt.THROUGHPUT: throughput_lag(events, bucket_ms=bucket_ms).toPandas(),
+                rpt.THROUGHPUT: lag,
                 rpt.DURATIONS: rebalance_durations(events, shared=shared).toPandas(),
                 rpt.FAULTS: rpt.with_timeline_marks(
                     fault_marks(events).toPandas(), manifest, protocols
@@ -528,14 +550,7 @@ def compare_runs(
         first = dirs[0]
         out = first / "report" if isinstance(first, Path) else Path("reports") / _base_name(first)
     if spark is None:
-        from analysis.spark import get_spark
-
-        say(f"starting Spark ({spark_master or 'local[*]'})")
-        spark = get_spark(spark_master)
-        if spark.sparkContext.master.startswith("local"):
-            # small shuffles on one machine: one partition per core, not 8
-            cores = spark.sparkContext.defaultParallelism
-            spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
+        spark = start_spark(spark_master, say)
     analyses = [
         analyze_run(spark, d, label=label, progress=say)
         for d, label in zip(dirs, _labels(dirs), strict=True)

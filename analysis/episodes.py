@@ -378,16 +378,33 @@ def _drafts(h: History) -> list[_Draft]:
     return drafts
 
 
-def _stable_at(
-    disturbed: Sequence[tuple[float, float]], start: float, end: float, not_before: float
-) -> float:
-    """Where a draft over ``[start, end)`` is stable (may exceed ``end``: still disturbed)."""
-    stable = max(start, not_before)
-    i = bisect.bisect_right([s for s, _ in disturbed], end)  # spans starting before `end`
-    for s, e in disturbed[:i]:
-        if e > start and s < end:
-            stable = max(stable, e)
-    return stable
+@dataclass
+class _Run:
+    """What every episode of one history reads, derived once from it."""
+
+    disturbed: list[tuple[float, float]]
+    disturbed_starts: list[float]
+    by_partition: dict[str, list[Owned]]
+    unowned_live: list[tuple[float, float]]  # each partition's unowned spans while a member lived
+
+    @classmethod
+    def of(cls, h: History) -> _Run:
+        disturbed = disturbed_spans(h)
+        by_partition: dict[str, list[Owned]] = {}
+        for o in h.owned:
+            by_partition.setdefault(o.partition, []).append(o)
+        live = _live_spans(h.segments)
+        unowned = [piece for g in h.gaps for piece in _intersect([(g.s, g.e)], live)]
+        return cls(disturbed, [s for s, _ in disturbed], by_partition, unowned)
+
+    def stable_at(self, start: float, end: float, not_before: float) -> float:
+        """Where a draft over ``[start, end)`` is stable (may exceed ``end``: still disturbed)."""
+        stable = max(start, not_before)
+        i = bisect.bisect_right(self.disturbed_starts, end)  # spans starting before `end`
+        for s, e in self.disturbed[:i]:
+            if e > start and s < end:
+                stable = max(stable, e)
+        return stable
 
 
 def episodes(h: History) -> list[Episode]:
@@ -399,7 +416,7 @@ def episodes(h: History) -> list[Episode]:
     Returns:
         The episodes in time order; overlapping changes merged.
     """
-    disturbed = disturbed_spans(h)
+    run = _Run.of(h)
     drafts = _drafts(h)
     merged: list[tuple[_Draft, float, float | None]] = []
     i = 0
@@ -408,7 +425,7 @@ def episodes(h: History) -> list[Episode]:
         j = i
         while True:
             end = drafts[j + 1].start if j + 1 < len(drafts) else h.t_end
-            stable = _stable_at(disturbed, d.start, end, d.not_before)
+            stable = run.stable_at(d.start, end, d.not_before)
             if stable > end and j + 1 < len(drafts):
                 nxt = drafts[j + 1]
                 d.kind.extend(nxt.kind)
@@ -423,20 +440,14 @@ def episodes(h: History) -> list[Episode]:
         settled = stable if stable < end or (stable == end and more) else None
         merged.append((d, end, settled))
         i = j + 1
-    out = [_measure(h, d, end, settled, disturbed) for d, end, settled in merged]
+    out = [_measure(h, run, d, end, settled) for d, end, settled in merged]
     if out and not h.complete:
         out[-1].cut_short = True
         out[-1].stable_ms = None
     return out
 
 
-def _measure(
-    h: History,
-    d: _Draft,
-    end: float,
-    stable: float | None,
-    disturbed: Sequence[tuple[float, float]],
-) -> Episode:
+def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None) -> Episode:
     start = d.start
     kind = "+".join(dict.fromkeys(d.kind))
     ep = Episode(
@@ -464,9 +475,7 @@ def _measure(
         ]
         ep.time_to_detect_ms = (min(first) - t0) if first else None
     # Ownership: revocations, moves, revocations without need.
-    by_part: dict[str, list[Owned]] = {}
-    for o in h.owned:
-        by_part.setdefault(o.partition, []).append(o)
+    by_part = run.by_partition
     before = start - 1e-6
     after = upto - 1e-6 if stable is None else upto
     moved = 0
@@ -481,16 +490,9 @@ def _measure(
         1 for o in revoked if _owner_at(by_part, o.partition, after) == o.member
     )
     # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
-    live = _live_spans(h.segments)
-    gaps = [(g.s, g.e) for g in h.gaps]
-    unavailable = 0.0
-    for s, e in gaps:
-        for ls, le in live:
-            if le <= s or ls >= e:
-                continue
-            unavailable += _clip(max(s, ls), min(e, le), start, end)
+    unavailable = sum(_clip(s, e, start, end) for s, e in run.unowned_live)
     ep.partition_unavailable_s = unavailable / 1000.0
-    busy = _intersect(disturbed, [(start, upto)])
+    busy = _intersect(run.disturbed, [(start, upto)])
     idle = 0.0
     for g in h.segments:
         if g.idle > 0:

@@ -26,17 +26,16 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.compare import Progress, start_spark, stderr_progress
 from analysis.episodes import EPISODE_METRICS
+from analysis.report import jsonable
 from analysis.stats import mann_whitney, summarize
-
-Progress = Callable[[str], None]
 
 EXPERIMENT_FILE = "experiment.json"
 ANALYSIS_FILE = "analysis.json"
@@ -185,23 +184,13 @@ def analyze_trials(
                 "evidence": ev,
                 "metrics": m,
             }
-            (d / ANALYSIS_FILE).write_text(json.dumps(_jsonable(data), indent=1) + "\n")
+            (d / ANALYSIS_FILE).write_text(json.dumps(jsonable(data), indent=1) + "\n")
             out[tid] = data
         say(
             f"batch {bi}/{len(batches)}: {len(batch)} trials, {n:,} events in "
             f"{time.monotonic() - t0:.0f} s"
         )
     return out
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    return v
 
 
 # ----------------------------------------------------------------- statistics
@@ -348,16 +337,6 @@ class ExperimentReport:
         return [str(x["trial"]) for x in self.excluded]
 
 
-def stderr_progress() -> Progress:
-    """Progress lines on stderr."""
-    t0 = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"compare: [{time.monotonic() - t0:6.1f} s] {message}", file=sys.stderr, flush=True)
-
-    return say
-
-
 def compare_experiment(
     exp_dir: Path | str,
     out_dir: Path | None = None,
@@ -397,13 +376,7 @@ def compare_experiment(
     analyses: dict[str, dict[str, Any]] = {}
     if done:
         if spark is None:
-            from analysis.spark import get_spark
-
-            say(f"starting Spark ({spark_master or 'local[*]'})")
-            spark = get_spark(spark_master)
-            if spark.sparkContext.master.startswith("local"):
-                cores = spark.sparkContext.defaultParallelism
-                spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
+            spark = start_spark(spark_master, say)
         analyses = analyze_trials(spark, exp, done, say)
     cells, excluded = collect(plan, analyses)
     summaries, tests = statistics(cells, list(plan.get("protocols") or []))

@@ -17,8 +17,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from analysis.episodes import EPISODE_METRICS, FORMATION
-from analysis.report import PROTOCOL_ORDER, _subplots, fmt, jsonable, png_bytes
+from analysis.experiment import HEADLINE_METRICS, RUN_LABEL, RUN_METRICS
+from analysis.report import (
+    PROTOCOL_ORDER,
+    _html_table,
+    _md_table,
+    _subplots,
+    fmt,
+    jsonable,
+    png_bytes,
+)
 
 DOC = dict(EPISODE_METRICS)
 SIGNIFICANCE = 0.05
@@ -31,7 +42,7 @@ def _proto_key(p: str) -> tuple[int, str]:
 def _episode_key(label: str) -> tuple[int, str]:
     if label == FORMATION:
         return (2, label)
-    if label == "whole run":
+    if label == RUN_LABEL:
         return (3, label)
     return (0 if "+" not in label else 1, label)
 
@@ -70,15 +81,21 @@ def cell_text(row: Mapping[str, Any]) -> str:
     )
 
 
-def _plot_strips(rows: Sequence[Mapping[str, Any]], title: str) -> Any:
-    """One panel per headline metric: a box per protocol and every seed's value as a dot."""
-    from analysis.experiment import HEADLINE_METRICS
-
+def _panels(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, list[Any], list[str]]:
+    """A 2 x 3 figure: one panel per headline metric present in ``rows`` (others hidden)."""
     metrics = [m for m in HEADLINE_METRICS if any(r["metric"] == m for r in rows)]
-    fig, axes = _subplots(2, 3, figsize=(10, 6.4))
-    axes = list(axes.flat)
+    fig, grid = _subplots(2, 3, figsize=(10, 6.4))
+    axes = list(grid.flat)
     for extra in axes[len(metrics) :]:
         extra.set_visible(False)
+    for ax in axes:
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    return fig, axes, metrics
+
+
+def _plot_strips(rows: Sequence[Mapping[str, Any]], title: str) -> Any:
+    """One panel per headline metric: a box per protocol and every seed's value as a dot."""
+    fig, axes, metrics = _panels(rows)
     rng = random.Random(0)  # jitter only
     for ax, metric in zip(axes, metrics, strict=False):
         div, unit = _scale(metric)
@@ -95,7 +112,6 @@ def _plot_strips(rows: Sequence[Mapping[str, Any]], title: str) -> Any:
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
         ax.set_title(unit, fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
@@ -105,16 +121,9 @@ def _plot_sweep(
     rows: Sequence[Mapping[str, Any]], key: str, values: Sequence[Any], title: str
 ) -> Any:
     """Each headline metric against the swept setting: median line, CI band, per protocol."""
-    from analysis.experiment import HEADLINE_METRICS
-
-    metrics = [m for m in HEADLINE_METRICS if any(r["metric"] == m for r in rows)]
-    fig, axes = _subplots(2, 3, figsize=(10, 6.4))
-    axes = list(axes.flat)
-    for extra in axes[len(metrics) :]:
-        extra.set_visible(False)
+    fig, axes, metrics = _panels(rows)
     for ax, metric in zip(axes, metrics, strict=False):
         div, unit = _scale(metric)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         for proto in sorted({r["protocol"] for r in rows}, key=_proto_key):
             xs, med, lo, hi = [], [], [], []
             for v in values:
@@ -141,18 +150,12 @@ def _plot_sweep(
     return fig
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-    return out
+def _md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return _md_table(pd.DataFrame(list(rows), columns=list(header)), index=False).split("\n")
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    h = "".join(f"<th>{html.escape(c)}</th>" for c in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
-    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
+def _html(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    return _html_table(pd.DataFrame(list(rows), columns=list(header)), index=False)
 
 
 def write_experiment_report(
@@ -203,7 +206,7 @@ def write_experiment_report(
             metrics = [k for k, _ in EPISODE_METRICS if any(r["metric"] == k for r in sub)]
             metrics += [
                 k
-                for k in ("duplicates", "loss", "anomalies_not_allowed")
+                for k, _doc in RUN_METRICS
                 if k not in metrics and any(r["metric"] == k for r in sub)
             ]
             table: list[list[str]] = []
@@ -217,7 +220,7 @@ def write_experiment_report(
                     line.append(cell_text(hit[0]) if hit else "")
                 table.append(line)
             sections.append((f"{sc} · {point} · {label}", ["metric", *protocols], table, ""))
-            if label != "whole run":
+            if label != RUN_LABEL:
                 n_plot += 1
                 name = f"episode_{n_plot:02d}"
                 fig = _plot_strips(sub, f"{sc} · {point} · {label}")
@@ -238,9 +241,7 @@ def write_experiment_report(
         key, values = grid[0][0], grid[0][1]
         for sc in plan["scenarios"]:
             rows = [s for s in summaries if s["scenario"] == sc]
-            for label in sorted(
-                {str(r["episode"]) for r in rows} - {"whole run"}, key=_episode_key
-            ):
+            for label in sorted({str(r["episode"]) for r in rows} - {RUN_LABEL}, key=_episode_key):
                 n_plot += 1
                 name = f"sweep_{n_plot:02d}"
                 fig = _plot_sweep(
@@ -257,8 +258,6 @@ def write_experiment_report(
                         plots_dir / f"{name}.png",
                     )
                 )
-    from analysis.experiment import HEADLINE_METRICS
-
     test_rows = [
         [
             f"{t['scenario']} · {t['point']} · {t['episode']}",
@@ -309,13 +308,13 @@ def write_experiment_report(
     md = [f"# Experiment {plan['name']}", ""] + [f"- {x}" for x in info] + [""]
     md += ["## Trials left out of the statistics", ""]
     md += (
-        _md_table(["trial", "protocol", "point", "seed", "why"], excl_rows)
+        _md(["trial", "protocol", "point", "seed", "why"], excl_rows)
         if excl_rows
         else ["None: every trial completed with complete evidence."]
     ) + [""]
     md += ["## What each change cost, over the seeds", "", note, ""]
     for title, header, rows, _n in sections:
-        md += [f"### {title}", "", *_md_table(header, rows), ""]
+        md += [f"### {title}", "", *_md(header, rows), ""]
     md += [
         "## Do the protocols differ beyond the noise?",
         "",
@@ -323,7 +322,7 @@ def write_experiment_report(
         "is the chance a seed of a gives a higher value than a seed of b.",
         "",
     ]
-    md += [*_md_table(test_header, test_rows), ""]
+    md += [*_md(test_header, test_rows), ""]
     for name, caption, path in plots:
         md += [f"### {name}", "", f"![{name}](plots/{path.name})", "", caption, ""]
     (out / "report.md").write_text("\n".join(md))
@@ -341,16 +340,14 @@ def write_experiment_report(
     h += [f"<li>{html.escape(x)}</li>" for x in info] + ["</ul>"]
     h.append("<h2>Trials left out of the statistics</h2>")
     h.append(
-        _html_table(["trial", "protocol", "point", "seed", "why"], excl_rows)
+        _html(["trial", "protocol", "point", "seed", "why"], excl_rows)
         if excl_rows
         else "<p>None: every trial completed with complete evidence.</p>"
     )
     h.append(f"<h2>What each change cost, over the seeds</h2><p>{html.escape(note)}</p>")
     for title, header, rows, _n in sections:
-        h.append(f"<h3>{html.escape(title)}</h3>" + _html_table(header, rows))
-    h.append(
-        "<h2>Do the protocols differ beyond the noise?</h2>" + _html_table(test_header, test_rows)
-    )
+        h.append(f"<h3>{html.escape(title)}</h3>" + _html(header, rows))
+    h.append("<h2>Do the protocols differ beyond the noise?</h2>" + _html(test_header, test_rows))
     for name, caption, path in plots:
         b64 = base64.b64encode(path.read_bytes()).decode("ascii")
         h.append(

@@ -199,6 +199,8 @@ def compute_metrics(
     anomalies: DataFrame | None = None,
     shared: SharedFrames | None = None,
     requests: Mapping[str, Sequence[tuple[float, int]]] | None = None,
+    lag_rows: Sequence[Mapping[str, Any]] | None = None,
+    bucket_ms: float = 1000.0,
 ) -> dict[str, dict[str, Any]]:
     """Every metric, per protocol (see the module docstring for definitions).
 
@@ -210,6 +212,9 @@ def compute_metrics(
         requests: per protocol, the coordinators' cumulative request counts
             snapshotted after each change (:func:`request_snapshots`), for the
             episodes' ``coordinator_requests``.
+        lag_rows: :func:`throughput_lag`'s rows at ``bucket_ms``, when the caller
+            collected them already (the report's throughput plot).
+        bucket_ms: the lag buckets' width.
 
     Returns:
         ``{protocol: {metric: value}}``, JSON-able.
@@ -436,7 +441,7 @@ def compute_metrics(
         m["pause_ms_max"] = float(max(vals)) if vals else 0.0
 
     # What each membership change cost (analysis.episodes), and Kafka's metric names.
-    hists = episode_histories(events, sh, an, requests=requests)
+    hists = episode_histories(events, sh, an, bucket_ms, requests, lag_rows)
     for proto, hist in hists.items():
         m = out.get(proto)
         if m is not None:
@@ -584,8 +589,13 @@ def episode_histories(
     anomalies: DataFrame,
     bucket_ms: float = 1000.0,
     requests: Mapping[str, Sequence[tuple[float, int]]] | None = None,
+    lag_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, epi.History]:
-    """Per protocol, the :class:`analysis.episodes.History` of its group (small collects)."""
+    """Per protocol, the :class:`analysis.episodes.History` of its group (small collects).
+
+    ``lag_rows``: :func:`throughput_lag`'s rows at ``bucket_ms`` if already
+    collected; otherwise they are computed here.
+    """
     sh = shared
     groups = {str(r["protocol"]): r["group"] for r in sh.groups.collect()}
     hist: dict[str, epi.History] = {}
@@ -680,7 +690,12 @@ def episode_histories(
             h.doubled.append(epi.Span(f"{r['topic']}:{r['partition']}", s, e))
         h.anomalies.append(epi.AnomalyRow(str(r["kind"]), r["detail"], s, e, int(r["count"] or 0)))
     produced: dict[str, list[float]] = {}
-    for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect():
+    if lag_rows is None:
+        lag_rows = [
+            r.asDict()
+            for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect()
+        ]
+    for r in sorted(lag_rows, key=lambda r: (str(r["protocol"]), float(r["t_ms"]))):
         h = hist.get(str(r["protocol"]))
         if h is not None:
             h.lag.append((float(r["t_ms"]), float(r["lag"])))

@@ -648,13 +648,20 @@ def kafka_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str])
         for side in ("client", "coordinator"):
             if isinstance(named.get(side), Mapping):
                 flat[s].update(flatten(named[side], f"{side}.", max_keys=12))
+    return _side_by_side(flat, series, "Kafka metric")
+
+
+def _side_by_side(
+    flat: Mapping[str, Mapping[str, Any]], series: Sequence[str], name: str
+) -> pd.DataFrame:
+    """One row per key (in first-seen order), one column per series, cells formatted."""
     keys: list[str] = []
     for s in series:
         keys.extend(k for k in flat[s] if k not in keys)
     table = pd.DataFrame(
         {s: [fmt(flat[s].get(k)) for k in keys] for s in series}, index=keys, dtype="object"
     )
-    table.index.name = "Kafka metric"
+    table.index.name = name
     return table
 
 
@@ -668,14 +675,7 @@ def metrics_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str
         }
         for s in series
     }
-    keys: list[str] = []
-    for s in series:
-        keys.extend(k for k in flat[s] if k not in keys)
-    table = pd.DataFrame(
-        {s: [fmt(flat[s].get(k)) for k in keys] for s in series}, index=keys, dtype="object"
-    )
-    table.index.name = "metric"
-    return table
+    return _side_by_side(flat, series, "metric")
 
 
 def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:

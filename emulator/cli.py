@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -431,7 +431,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     runner = importlib.import_module("actors.experiment")
     print(
         f"experiment {exp.name}: {len(exp.trials)} trials ({len(exp.scenarios)} scenarios x "
-        f"{len(exp.protocols)} protocols x seeds x {max(1, _points(exp))} grid points) -> {out}",
+        f"{len(exp.protocols)} protocols x seeds x {exp.points} grid points) -> {out}",
         file=sys.stderr,
     )
     t0 = time.monotonic()
@@ -463,46 +463,26 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return EXIT_DEGRADED if bad else 0
     _stop_ray()
     code, report_dir = _compare_experiment(out, None, args.spark_master)
-    if report_dir is not None:
-        print(f"report: {report_dir / 'report.html'}")
-        print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+    _print_report(report_dir)
     return code or (EXIT_DEGRADED if bad else 0)
-
-
-def _points(exp: Any) -> int:
-    n = 1
-    for _k, values in exp.grid:
-        n *= len(values)
-    return n
 
 
 def _compare_experiment(
     exp_dir: Path, out: str | None, spark_master: str | None
 ) -> tuple[int, Path | None]:
     """The experiment report; an exit code and the report directory."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    logging.getLogger().addFilter(_not_py4j)
-    try:
-        xp = importlib.import_module("analysis.experiment")
-    except ImportError as exc:
-        return _fail(f"the analysis needs pyspark, pandas and matplotlib: {exc}"), None
-    had_spark = _active_spark() is not None
-    try:
-        with stop_signals():
-            rep = xp.compare_experiment(
-                exp_dir, Path(out) if out else None, spark_master, xp.stderr_progress()
-            )
-    except xp.ExperimentReportError as exc:
-        return _fail(str(exc), EXIT_USAGE), None
-    except KeyboardInterrupt as exc:
-        return _fail("interrupted", _exit_code(exc)), None
-    except Exception as exc:  # a Spark failure: one line
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
-    finally:
-        if not had_spark:
-            _stop_spark()
+    xp = _analysis_module("analysis.experiment")
+    if xp is None:
+        return EXIT_FAILED, None
+    code, rep = _spark_job(
+        lambda: xp.compare_experiment(
+            exp_dir, Path(out) if out else None, spark_master, xp.stderr_progress()
+        ),
+        xp.ExperimentReportError,
+        EXIT_USAGE,
+    )
+    if rep is None:
+        return code, None
     if rep.excluded:
         print(
             f"rebalance-emu: {len(rep.excluded)} of {rep.trials} trials left out of the "
@@ -512,19 +492,22 @@ def _compare_experiment(
     return 0, rep.report_dir
 
 
+def _print_report(report_dir: Path | None) -> None:
+    """Where a report was written (stdout), if it was."""
+    if report_dir is not None:
+        print(f"report: {report_dir / 'report.html'}")
+        print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rebalance-emu compare``: the comparison report of one or more run directories."""
     if len(args.run_dir) == 1 and (Path(args.run_dir[0]) / "experiment.json").is_file():
         code, report_dir = _compare_experiment(Path(args.run_dir[0]), args.out, args.spark_master)
-        if report_dir is not None:
-            print(f"report: {report_dir / 'report.html'}")
-            print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+        _print_report(report_dir)
         return code
     dirs: list[Path | str] = [d if is_url(d) else Path(d) for d in args.run_dir]
     code, report_dir = _compare(dirs, args.out, args.spark_master, args.allow_incomplete)
-    if report_dir is not None:
-        print(f"report: {report_dir / 'report.html'}")
-        print(f"        {report_dir / 'report.md'}, {report_dir / 'metrics.json'}")
+    _print_report(report_dir)
     return code
 
 
@@ -539,40 +522,26 @@ def _compare(
     Incomplete evidence (:mod:`analysis.evidence`) exits :data:`EXIT_DEGRADED`
     with the report written, unless ``allow_incomplete``.
     """
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # A Ctrl-C in a Spark job makes py4j log the broken gateway call, through
-    # its own loggers and the root one (logging.exception): the one line
-    # "interrupted" says it all.
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    logging.getLogger().addFilter(_not_py4j)
-    try:
-        cmp = importlib.import_module("analysis.compare")
-    except ImportError as exc:
-        return _fail(f"the analysis needs pyspark, pandas and matplotlib: {exc}"), None
+    cmp = _analysis_module("analysis.compare")
+    if cmp is None:
+        return EXIT_FAILED, None
     try:
         for d in run_dirs:
             cmp.check_run_dir(d)
     except cmp.CompareError as exc:
         return _fail(str(exc), EXIT_USAGE), None
-    had_spark = _active_spark() is not None
-    try:
-        with stop_signals():
-            outcome = cmp.compare_runs(
-                run_dirs,
-                out_dir=Path(out) if out else None,
-                spark_master=spark_master,
-                progress=cmp.stderr_progress(),
-            )
-    except cmp.CompareError as exc:
-        return _fail(str(exc)), None
-    except KeyboardInterrupt as exc:
-        return _fail("interrupted", _exit_code(exc)), None
-    except Exception as exc:  # a Spark failure: one line, not a JVM stack trace
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
-    finally:
-        if not had_spark:  # a session the caller had stays theirs
-            _stop_spark()
+    code, outcome = _spark_job(
+        lambda: cmp.compare_runs(
+            run_dirs,
+            out_dir=Path(out) if out else None,
+            spark_master=spark_master,
+            progress=cmp.stderr_progress(),
+        ),
+        cmp.CompareError,
+        EXIT_FAILED,
+    )
+    if outcome is None:
+        return code, None
     report_dir: Path = outcome.report_dir
     if outcome.incomplete:
         which = ", ".join(outcome.incomplete)
@@ -588,6 +557,48 @@ def _compare(
             report_dir,
         )
     return 0, report_dir
+
+
+def _analysis_module(name: str) -> Any:
+    """Import an analysis module for a Spark job (None, with the one line said, if it cannot).
+
+    Spark binds the loopback; a Ctrl-C in a Spark job makes py4j log the broken
+    gateway call, through its own loggers and the root one (logging.exception):
+    the one line "interrupted" says it all.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_py4j)
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        _fail(f"the analysis needs pyspark, pandas and matplotlib: {exc}")
+        return None
+
+
+def _spark_job(
+    job: Callable[[], Any], bad_input: type[Exception], bad_input_code: int
+) -> tuple[int, Any]:
+    """Run ``job`` under the stop signals; ``(0, result)`` or ``(exit code, None)``.
+
+    ``bad_input`` errors are one line with ``bad_input_code``; any other failure
+    (a Spark one) one line, not a JVM stack trace. A SparkSession this started
+    is stopped; a session the caller had stays theirs.
+    """
+    had_spark = _active_spark() is not None
+    try:
+        with stop_signals():
+            return 0, job()
+    except bad_input as exc:
+        return _fail(str(exc), bad_input_code), None
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", _exit_code(exc)), None
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
+    finally:
+        if not had_spark:
+            _stop_spark()
 
 
 def _not_py4j(record: logging.LogRecord) -> bool:

@@ -30,6 +30,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -136,6 +137,11 @@ class Experiment:
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
     cpus_per_trial: float
     trials: tuple[Trial, ...]
+
+    @property
+    def points(self) -> int:
+        """Grid points (1 without a grid)."""
+        return math.prod(len(values) for _k, values in self.grid)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the plan, for ``experiment.json``."""
