@@ -39,7 +39,8 @@ from actors.spool import collect, current_node, spool_root_setting
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
-from emulator.scenario import RUN_PROTOCOLS, Scenario
+from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
+from emulator.scenario import Scenario
 from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
 
@@ -298,11 +299,9 @@ class ProtocolRun:
         return f"{self.zk_base}/rebalance-emu/{self.run_id}/{self.protocol}"
 
     def _context(self, leaders: dict[tuple[str, int], int], origin: float) -> RunContext:
-        from actors.protocols import SPECS, assignor_for
-
         sc = self.scenario
         chroot = self._chroot()
-        generation = SPECS[self.protocol].generation
+        generation = spec(self.protocol).generation
         assignor, note = assignor_for(self.protocol, sc.group.assignor)
         if note and note not in self.notes:
             self.notes.append(note)
@@ -361,10 +360,8 @@ class ProtocolRun:
 
     def delivery_mode(self) -> DeliveryMode:
         """This protocol's commit settings (:mod:`emulator.delivery`)."""
-        from actors.protocols import SPECS
-
         sc = self.scenario
-        generation = SPECS[self.protocol].generation
+        generation = spec(self.protocol).generation
         key = "auto.commit.enable" if generation == "zookeeper" else "enable.auto.commit"
         return DeliveryMode(
             protocol=self.protocol,

@@ -1,72 +1,15 @@
-"""The protocols a run can compare, and how each one's members and coordinators are built.
+"""How each modern protocol's members and coordinators are built.
 
-``--protocol`` names (the CLI) map to Kafka's generations:
-
-========================  =====================================================
-``zookeeper``             the 0.8.2 consumer, range assignor (A)
-``classic-eager``         ``group.protocol=classic``, range (EAGER) (B)
-``classic-cooperative``   ``group.protocol=classic``, cooperative-sticky (B7)
-``consumer``              ``group.protocol=consumer`` (KIP-848), uniform (C)
-========================  =====================================================
-
-A scenario's ``[group].assignor`` overrides the assignor of the protocols it
-applies to, and ``[group].static_membership`` gives every member of the
-classic and consumer protocols a ``group.instance.id``.
+What the protocols are is :mod:`emulator.protocols`. ``[group].static_membership``
+gives every member of the classic and consumer protocols a ``group.instance.id``.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
-CLIENT_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
-SERVER_ASSIGNORS = ("uniform", "range")
-
-
-@dataclass(frozen=True)
-class ProtocolSpec:
-    """What one protocol name means.
-
-    Attributes:
-        name: the CLI name.
-        generation: the scenario's config generation (``zookeeper``, ``classic``, ``consumer``).
-        assignor: the default assignor.
-    """
-
-    name: str
-    generation: str
-    assignor: str
-
-
-SPECS = {
-    "zookeeper": ProtocolSpec("zookeeper", "zookeeper", "range"),
-    "classic-eager": ProtocolSpec("classic-eager", "classic", "range"),
-    "classic-cooperative": ProtocolSpec("classic-cooperative", "classic", "cooperative-sticky"),
-    "consumer": ProtocolSpec("consumer", "consumer", "uniform"),
-}
-
-
-def assignor_for(protocol: str, override: str | None) -> tuple[str, str | None]:
-    """The assignor a protocol runs with, and a note when the override does not apply."""
-    spec = SPECS[protocol]
-    if override is None:
-        return spec.assignor, None
-    if spec.generation == "zookeeper":
-        if override in ("range", "roundrobin"):
-            return override, None
-        return spec.assignor, f"assignor {override!r} does not exist in the 0.8 consumer"
-    if spec.generation == "classic":
-        if override not in CLIENT_ASSIGNORS:
-            return spec.assignor, f"assignor {override!r} is not a client-side assignor"
-        if protocol == "classic-cooperative" and override != "cooperative-sticky":
-            return spec.assignor, "classic-cooperative keeps cooperative-sticky"
-        if protocol == "classic-eager" and override == "cooperative-sticky":
-            return spec.assignor, "classic-eager cannot run a cooperative assignor"
-        return override, None
-    if override not in SERVER_ASSIGNORS:
-        return spec.assignor, f"assignor {override!r} is not a server-side assignor"
-    return override, None
+from emulator.protocols import spec
 
 
 def _modern_props(kafka: dict[str, object]) -> dict[str, object]:
@@ -96,7 +39,7 @@ def make_member_machine(
     if static:
         props["group.instance.id"] = f"{group}-{name}"
     props.setdefault("client.id", name)
-    if SPECS[protocol].generation == "classic":
+    if spec(protocol).generation == "classic":
         from emulator.modern.classic_member import ClassicMember
         from emulator.modern.config import ClassicConsumerConfig
 
@@ -134,7 +77,7 @@ def make_coordinator_factory(
 ) -> Any:
     """A factory ``group_id -> coordinator`` for the brokers of a ``protocol`` run."""
     props = _modern_props(kafka)
-    if SPECS[protocol].generation == "classic":
+    if spec(protocol).generation == "classic":
         from emulator.modern.classic_coordinator import ClassicGroupCoordinator
         from emulator.modern.config import GroupCoordinatorConfig
 

@@ -29,12 +29,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from emulator.events import SCHEMA_VERSION, Event, EventKind, validate_event
+from emulator.protocols import LEGACY_PROTOCOL, RUN_PROTOCOLS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-LEGACY = "zookeeper"
-PROTOCOLS = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
+LEGACY = LEGACY_PROTOCOL
+PROTOCOLS = RUN_PROTOCOLS
 
 
 def _parts(partitions: Iterable[str]) -> list[tuple[str, int]]:

@@ -41,6 +41,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from emulator.protocols import RUN_PROTOCOLS, SPECS
+
 OWNERSHIP: Final = "ownership"
 THROUGHPUT: Final = "throughput"
 DURATIONS: Final = "durations"
@@ -72,13 +74,8 @@ FRAME_COLUMNS: Final[Mapping[str, tuple[str, ...]]] = {
     HERD: ("run", "protocol", "group_size", "measure", "per_change"),
 }
 
-PROTOCOL_ORDER: Final = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
-PROTOCOL_TITLES: Final[Mapping[str, str]] = {
-    "zookeeper": "0.8 ZooKeeper consumer",
-    "classic-eager": "classic, eager (range)",
-    "classic-cooperative": "classic, cooperative-sticky",
-    "consumer": "KIP-848 consumer protocol",
-}
+PROTOCOL_ORDER: Final = RUN_PROTOCOLS
+PROTOCOL_TITLES: Final[Mapping[str, str]] = {name: s.title for name, s in SPECS.items()}
 DOUBLE_COLOR: Final = "#d62728"
 GAP_COLOR: Final = "#7f7f7f"
 FAULT_COLOR: Final = "#9467bd"

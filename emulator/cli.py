@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from emulator.scenario import RUN_PROTOCOLS, ScenarioError, bundled_scenarios, load_scenario
+from emulator.protocols import RUN_PROTOCOLS
+from emulator.scenario import ScenarioError, bundled_scenarios, load_scenario
 from emulator.storage import StorageError, is_url, resolve
 
 ALL_PROTOCOLS = RUN_PROTOCOLS

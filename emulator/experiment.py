@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from emulator.protocols import RUN_PROTOCOLS
 from emulator.scenario import (
-    RUN_PROTOCOLS,
     Scenario,
     ScenarioError,
     bundled_scenarios,

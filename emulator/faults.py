@@ -42,12 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from emulator.protocols import spec
+
 __all__ = [
     "ACTIONS",
     "FAULT_ACTIONS",
-    "LEGACY_PROTOCOL",
     "MEMBERSHIP_ACTIONS",
-    "MODERN_PROTOCOLS",
     "PARTITION_TARGETS",
     "TIMED_ACTIONS",
     "PlannedAction",
@@ -80,12 +80,6 @@ TIMED_ACTIONS: Final = ("pause", "slow", "network_partition")
 
 PARTITION_TARGETS: Final = ("zookeeper", "coordinator", "brokers")
 """What a ``network_partition`` cuts its members off from."""
-
-LEGACY_PROTOCOL: Final = "zookeeper"
-"""The 0.8 consumer: group state in ZooKeeper, no group coordinator."""
-
-MODERN_PROTOCOLS: Final = ("classic-eager", "classic-cooperative", "consumer")
-"""The run protocols with a broker-side group coordinator and no ZooKeeper client."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +169,7 @@ def applicability(action: PlannedAction, protocol: str) -> str | None:
 
     Args:
         action: a planned action.
-        protocol: a run protocol (``emulator.scenario.RUN_PROTOCOLS``).
+        protocol: a run protocol (:data:`emulator.protocols.RUN_PROTOCOLS`).
 
     Returns:
         ``None`` when it applies; otherwise the one-line note for the
@@ -184,18 +178,15 @@ def applicability(action: PlannedAction, protocol: str) -> str | None:
     Raises:
         ValueError: unknown protocol.
     """
-    from emulator.scenario import RUN_PROTOCOLS
-
-    if protocol not in RUN_PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {RUN_PROTOCOLS}")
+    s = spec(protocol)
     if action.action != "network_partition":
         return None
-    if action.target == "zookeeper" and protocol != LEGACY_PROTOCOL:
+    if action.target == "zookeeper" and not s.members_use_zookeeper:
         return (
             f"{action.describe()} skipped: {protocol} consumers never talk to ZooKeeper "
             "(only the brokers do)"
         )
-    if action.target == "coordinator" and protocol not in MODERN_PROTOCOLS:
+    if action.target == "coordinator" and not s.has_coordinator:
         return (
             f"{action.describe()} skipped: the 0.8 consumer has no group coordinator "
             "(its group lives in ZooKeeper)"

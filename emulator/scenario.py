@@ -155,6 +155,7 @@ from typing import Any, Final, Literal, NoReturn
 from emulator.delivery import MANUAL_COMMIT_MODES, REBALANCE_LISTENERS
 from emulator.faults import ACTIONS, PARTITION_TARGETS, PlannedAction
 from emulator.modern.config import parse_kafka_version
+from emulator.protocols import GENERATIONS, RUN_PROTOCOLS
 
 __all__ = [
     "KAFKA_CONFIG_KEYS",
@@ -181,11 +182,8 @@ __all__ = [
 KafkaValue = int | float | str | bool
 """A Kafka config value as TOML gives it."""
 
-PROTOCOLS: Final = ("zookeeper", "classic", "consumer")
+PROTOCOLS: Final = GENERATIONS
 """The generations, by Kafka's ``group.protocol`` naming (``zookeeper`` is the 0.8 consumer)."""
-
-RUN_PROTOCOLS: Final = ("zookeeper", "classic-eager", "classic-cooperative", "consumer")
-"""What ``--protocol`` accepts: a generation and, for classic, its rebalance flavour."""
 
 TIMELINE_ACTIONS: Final = (
     *ACTIONS[: ACTIONS.index("zk_restart") + 1],

@@ -31,7 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from emulator.scenario import RUN_PROTOCOLS, bundled_scenarios, load_scenario
+from emulator.protocols import RUN_PROTOCOLS
+from emulator.scenario import bundled_scenarios, load_scenario
 
 COLS = (
     "rebalances",

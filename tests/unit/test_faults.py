@@ -12,16 +12,14 @@ import pytest
 from emulator.faults import (
     ACTIONS,
     FAULT_ACTIONS,
-    LEGACY_PROTOCOL,
     MEMBERSHIP_ACTIONS,
-    MODERN_PROTOCOLS,
     PARTITION_TARGETS,
     TIMED_ACTIONS,
     PlannedAction,
     applicability,
 )
+from emulator.protocols import LEGACY_PROTOCOL, MODERN_PROTOCOLS, RUN_PROTOCOLS
 from emulator.scenario import (
-    RUN_PROTOCOLS,
     TIMELINE_ACTIONS,
     MembershipChange,
     Scenario,
