@@ -9,15 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from emulator.modern.config import modern_properties
 from emulator.protocols import spec
-
-
-def _modern_props(kafka: dict[str, object]) -> dict[str, object]:
-    props = dict(kafka)
-    reset = props.get("auto.offset.reset")
-    if reset in ("smallest", "largest"):
-        props["auto.offset.reset"] = {"smallest": "earliest", "largest": "latest"}[str(reset)]
-    return props
 
 
 def make_member_machine(
@@ -35,7 +28,7 @@ def make_member_machine(
     rebalance_listener: str = "none",
 ) -> Any:
     """A modern member state machine for ``protocol``."""
-    props = _modern_props(kafka)
+    props = modern_properties(kafka)
     if static:
         props["group.instance.id"] = f"{group}-{name}"
     props.setdefault("client.id", name)
@@ -76,7 +69,7 @@ def make_coordinator_factory(
     partitions_per_topic: dict[str, int],
 ) -> Any:
     """A factory ``group_id -> coordinator`` for the brokers of a ``protocol`` run."""
-    props = _modern_props(kafka)
+    props = modern_properties(kafka)
     if spec(protocol).generation == "classic":
         from emulator.modern.classic_coordinator import ClassicGroupCoordinator
         from emulator.modern.config import GroupCoordinatorConfig

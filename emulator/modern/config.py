@@ -137,6 +137,20 @@ def assignor_name(value: str) -> str:
 # ----------------------------------------------------------------- property helpers
 
 
+def modern_properties(kafka: Mapping[str, object]) -> dict[str, object]:
+    """A scenario's ``[kafka]`` table as a modern client reads it.
+
+    A scenario may use the 0.8 spelling of ``auto.offset.reset``
+    (``smallest``/``largest``) for every generation; the modern clients call
+    those ``earliest``/``latest``.
+    """
+    props = dict(kafka)
+    reset = props.get("auto.offset.reset")
+    if reset in ("smallest", "largest"):
+        props["auto.offset.reset"] = {"smallest": "earliest", "largest": "latest"}[str(reset)]
+    return props
+
+
 def _get(props: Mapping[str, object], name: str) -> object | None:
     return props.get(name)
 
