@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from emulator.clock import monotonic_s
 from emulator.protocols import RUN_PROTOCOLS
 from emulator.scenario import ScenarioError, bundled_scenarios, load_scenario
 from emulator.storage import StorageError, is_url, resolve
@@ -214,8 +215,8 @@ class _LiveStatus:
         )
         if self._live is not None:
             self._live.update(line)
-        elif time.monotonic() - self._last_plain >= 5.0:
-            self._last_plain = time.monotonic()
+        elif monotonic_s() - self._last_plain >= 5.0:
+            self._last_plain = monotonic_s()
             print(line, file=sys.stderr, flush=True)
 
 
@@ -435,7 +436,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         f"{len(exp.protocols)} protocols x seeds x {exp.points} grid points) -> {out}",
         file=sys.stderr,
     )
-    t0 = time.monotonic()
+    t0 = monotonic_s()
     try:
         with stop_signals():
             outcome = runner.run_experiment(
@@ -456,7 +457,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     print(
         f"experiment: {outcome.count('completed')} of {len(exp.trials)} trials completed"
         + (f", {bad} failed or degraded (left out of the statistics)" if bad else "")
-        + f"; {outcome.ran} run now in {time.monotonic() - t0:.0f} s",
+        + f"; {outcome.ran} run now in {monotonic_s() - t0:.0f} s",
         file=sys.stderr,
         flush=True,
     )
@@ -626,7 +627,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     Embedded ZooKeeper, a local Ray and a local Spark; the run's summary, then
     the comparison's progress, and the report's path at the end.
     """
-    t0 = time.monotonic()
+    t0 = monotonic_s()
     out = args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
     ns = argparse.Namespace(
         scenario=args.scenario,
@@ -646,7 +647,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         flush=True,
     )
     ccode, report_dir = _compare([Path(out)], None, None)
-    print(f"demo: finished in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    print(f"demo: finished in {monotonic_s() - t0:.0f} s", file=sys.stderr, flush=True)
     if report_dir is not None:
         print(f"report: {report_dir / 'report.html'}")
     return code or ccode
@@ -833,9 +834,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     scen = sub.add_parser("scenarios", help="list the bundled scenarios")
     scen.set_defaults(func=cmd_scenarios)
-    zk_cli = importlib.import_module("zk_registry.zk_cli")
-    zk_cli.add_zk_subparser(sub)
+    # ``zk``'s options belong to zk_registry.zk_cli, loaded only when the command runs.
+    zk = sub.add_parser(
+        "zk",
+        add_help=False,
+        help="start, stop or inspect a local ZooKeeper (standalone or ensemble): "
+        "rebalance-emu zk --help",
+    )
+    zk.add_argument("zk_argv", nargs=argparse.REMAINDER)
+    zk.set_defaults(func=lambda args: cmd_zk(["zk", *args.zk_argv]))
     return parser
+
+
+def cmd_zk(argv: Sequence[str]) -> int:
+    """``rebalance-emu zk ...``, handed whole to :mod:`zk_registry.zk_cli`.
+
+    Its parser is the one source of the command's options; it is imported
+    only now, so building ``rebalance-emu``'s parser loads no outer package.
+    """
+    zk_cli = importlib.import_module("zk_registry.zk_cli")
+    code: int = zk_cli.main(list(argv))
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -845,8 +864,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with the traceback written to a file that the line names (exit 1); an
     interruption outside a run exits 128 + the signal's number.
     """
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["zk"]:
+        return cmd_zk(given)  # its own options, --help included
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     if argv is None and args.command in ("run", "demo", "compare", "experiment"):
         from emulator import reaper
 

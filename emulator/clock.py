@@ -3,7 +3,9 @@
 The core never reads a clock itself (style.md item 3): state machines are
 handed ``now`` in emulated milliseconds. :class:`ScaledClock` is what the
 actors use (wall time divided by the run's ``time_scale``); :class:`FakeClock`
-is what the unit tests use.
+is what the unit tests use. This module is the core's one door to the
+machine's clock: whatever else in the core needs real time (the CLI's
+progress lines and wall times) asks :func:`monotonic_s`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ class Clock(Protocol):
     def now_ms(self) -> float:
         """The current emulated time in ms."""
         ...
+
+
+def monotonic_s() -> float:
+    """Seconds on the machine's monotonic clock (for wall times, never protocol time)."""
+    return time.monotonic()
 
 
 class FakeClock:
