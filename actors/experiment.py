@@ -34,7 +34,8 @@ from typing import Any
 
 import ray
 
-from actors.orchestrator import RunError, ensure_ray, probe_ray, write_manifest
+from actors.ray_session import ensure_ray, probe_ray
+from actors.run_files import RunError, write_manifest
 from emulator.experiment import Experiment, Trial, eta_seconds, trial_state
 
 Say = Callable[[str], None]

@@ -13,32 +13,42 @@ from __future__ import annotations
 
 import contextlib
 import json
-import platform
 import random
 import shutil
 import socket
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from actors import timeline
 from actors.broker import BrokerActor
 from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
 from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
+from actors.ray_session import ensure_ray, probe_ray
+from actors.run_files import (
+    EventStorage,
+    RunError,
+    new_run_id,
+    overall_status,
+    redacted_argv,
+    versions,
+    write_manifest,
+)
 from actors.spool import collect, current_node, spool_root_setting
+from actors.timeline import Launch
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
-from emulator.events import SCHEMA_VERSION, EventKind
+from emulator.events import EventKind
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario
 from emulator.storage import Location, StorageError, resolve
@@ -55,10 +65,6 @@ ZK_CLEANUP_TIMEOUT_S = 60.0
 """Bound on deleting one protocol's chroot from a user's ZooKeeper."""
 
 
-class RunError(RuntimeError):
-    """A run could not be set up or carried out; ``str()`` is one line."""
-
-
 @dataclass
 class ProtocolResult:
     """One protocol's outcome."""
@@ -71,170 +77,6 @@ class ProtocolResult:
 
 
 Status = Callable[[dict[str, Any]], None]
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "event_schema": str(SCHEMA_VERSION)}
-    for mod in ("ray", "kazoo", "msgpack", "pyspark", "pyarrow"):
-        with contextlib.suppress(Exception):
-            m = __import__(mod)
-            out[mod] = str(getattr(m, "__version__", "?"))
-    with contextlib.suppress(Exception):
-        from importlib.metadata import version
-
-        out["kafka-rebalance-emulator"] = version("kafka-rebalance-emulator")
-    return out
-
-
-def write_manifest(path: Path | Location, manifest: dict[str, Any]) -> None:
-    """Write the manifest atomically (a crash leaves the old one, never half of one).
-
-    ``path`` is the manifest file, or a run :class:`~emulator.storage.Location`
-    (``manifest.json`` is written there, on any storage).
-    """
-    text = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
-    if isinstance(path, Location):
-        try:
-            path.write_text("manifest.json", text)
-        except StorageError as exc:
-            raise RunError(str(exc)) from None
-        return
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-@dataclass(frozen=True)
-class EventStorage:
-    """Where a run's event logs go (see :mod:`actors.spool`).
-
-    Attributes:
-        mode: ``local``, ``shared`` or ``shipped``.
-        location: the run directory (local path or URL).
-        spool_root: the node-local spool root (``""``: each node's default).
-        driver_node: the driver's Ray node id.
-    """
-
-    mode: str
-    location: Location
-    spool_root: str = ""
-    driver_node: str = ""
-
-    def events_url(self, protocol: str) -> str:
-        """``shared`` on a URL: the URL of a protocol's events directory."""
-        if self.mode == "shared" and self.location.is_url:
-            return self.location.child_uri(f"{protocol}/events")
-        return ""
-
-
-RAY_PROBE_TIMEOUT_S = 10.0
-"""Bound on finding a Ray head at ``--ray-address`` before joining it."""
-
-
-def probe_ray(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> str:
-    """The GCS address behind ``address`` once something there speaks gRPC, within the bound.
-
-    ``ray.init(address=...)`` retries an unreachable GCS for minutes; this
-    answers in at most ``timeout_s``: a TCP connect, then the HTTP/2
-    connection preface, which a gRPC server answers with a SETTINGS frame.
-    ``ray://`` (Ray Client) addresses get the TCP check only.
-
-    Raises:
-        RunError: one line: unreachable, or not a Ray head.
-    """
-    from ray._private.services import canonicalize_bootstrap_address
-
-    target = address
-    if address.startswith("ray://"):
-        target = address.removeprefix("ray://")
-    elif address == "auto":
-        try:
-            found = canonicalize_bootstrap_address("auto")
-        except Exception as exc:
-            raise RunError(f"--ray-address auto: {str(exc).splitlines()[0]}") from None
-        if not found:
-            raise RunError("--ray-address auto: no Ray cluster was started on this machine")
-        target = str(found)
-    host, _, port = target.rpartition(":")
-    try:
-        port_no = int(port)
-    except ValueError:
-        raise RunError(f"--ray-address {address!r}: not host:port") from None
-    deadline = time.monotonic() + timeout_s
-    try:
-        with socket.create_connection((host or "127.0.0.1", port_no), timeout=timeout_s) as s:
-            if address.startswith("ray://"):
-                return address
-            s.settimeout(max(0.1, deadline - time.monotonic()))
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-            head = s.recv(9)
-    except TimeoutError:
-        raise RunError(
-            f"Ray at {address} did not answer within {timeout_s:g} s (is it a Ray head's GCS port?)"
-        ) from None
-    except OSError as exc:
-        raise RunError(
-            f"Ray at {address} is unreachable ({exc.strerror or type(exc).__name__})"
-        ) from None
-    if len(head) < 9 or head[3] != 0x04:
-        raise RunError(f"{address} is not a Ray head (no gRPC answer on that port)")
-    return target
-
-
-def ensure_ray(address: str | None) -> None:
-    """Start or join Ray once for this process.
-
-    :func:`run_scenario` checks a cluster's address first (:func:`probe_ray`),
-    so a wrong one fails in seconds. The process's SIGINT/SIGTERM/SIGHUP handlers are kept: Ray's
-    driver installs its own SIGTERM handler (``sys.exit``), which would turn a
-    polite stop into a failed run.
-    """
-    if ray.is_initialized():
-        return
-    kept = _signal_handlers()
-    kwargs: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "configure_logging": False,
-    }
-    if address:
-        kwargs["address"] = address
-    else:
-        kwargs["num_cpus"] = max(2, (__import__("os").cpu_count() or 2))
-    try:
-        ray.init(**kwargs)
-    except Exception as exc:
-        raise RunError(
-            f"cannot start or reach Ray{' at ' + address if address else ''}: "
-            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from None
-    finally:
-        _restore_signal_handlers(kept)
-
-
-_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-
-def _signal_handlers() -> dict[int, Any]:
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {
-        int(getattr(signal, n)): signal.getsignal(getattr(signal, n))
-        for n in _STOP_SIGNALS
-        if hasattr(signal, n)
-    }
-
-
-def _restore_signal_handlers(kept: dict[int, Any]) -> None:
-    import signal
-
-    for signum, handler in kept.items():
-        if handler is not None:
-            with contextlib.suppress(ValueError, OSError):
-                signal.signal(signum, handler)
 
 
 class ProtocolRun:
@@ -622,7 +464,8 @@ class ProtocolRun:
             if wait > 0:
                 time.sleep(wait)
             ray.get(self.producer.start.remote(), timeout=60)
-            self._join(sc.initial_members(), origin, 0.0, crashers)
+            launch = Launch(origin, frozenset(crashers))
+            self.join(sc.initial_members(), launch, 0.0)
             i = 0
             while i < len(plan):
                 action = plan[i]
@@ -638,11 +481,11 @@ class ProtocolRun:
                         j += 1
                     burst = plan[i : j + 1]
                     for a in burst:
-                        self._record(a, log)
-                    self._join([m for a in burst for m in a.members], origin, action.at_s, crashers)
+                        timeline.record(self, a, log)
+                    self.join([m for a in burst for m in a.members], launch, action.at_s)
                     i = j + 1
                 else:
-                    self._apply(action, log, origin, crashers)
+                    timeline.apply(self, action, launch, log)
                     i += 1
                 self._coordinator_snapshot(action.action, clock.now_ms())
                 log.flush()
@@ -660,123 +503,8 @@ class ProtocolRun:
 
     # ------------------------------------------------------------- timeline
 
-    def _record(self, action: Any, log: Any) -> None:
-        """The event for a timeline action the orchestrator carries out as given."""
-        log.emit(
-            EventKind.ACTION_APPLIED,
-            reason=action.action,
-            member=action.members[0] if len(action.members) == 1 else None,
-            detail=json.dumps(action.params(), sort_keys=True),
-            group=self.scenario.group.id,
-        )
-
-    def _apply(self, action: Any, log: Any, origin: float, crashers: set[str]) -> None:
-        """Carry out one planned action, recorded as an event; skip what does not apply."""
-        from emulator.faults import applicability
-
-        sc = self.scenario
-        params = json.dumps(action.params(), sort_keys=True)
-        member = action.members[0] if len(action.members) == 1 else None
-        note = applicability(action, self.protocol)
-        if note is None and action.action in ("zk_crash", "zk_restart") and self.ensemble is None:
-            note = f"{action.action}: needs the embedded ZooKeeper ensemble (--zookeeper given)"
-        if note is not None:
-            if note not in self.notes:
-                self.notes.append(note)
-            log.emit(
-                EventKind.ACTION_APPLIED,
-                reason=action.action,
-                member=member,
-                state="skipped",
-                detail=note,
-            )
-            return
-        if self.protocol == "consumer" and action.action.startswith("zk_"):
-            caveat = (
-                "Kafka 4.0 (KIP-848 GA) runs without ZooKeeper; here the brokers still "
-                "coordinate through it, so ZooKeeper faults reach their controller"
-            )
-            if caveat not in self.notes:
-                self.notes.append(caveat)
-        # Faults on members are recorded by their host, per member, when they
-        # take effect (and end); the orchestrator records the timeline action.
-        by_host = action.action in (
-            "join",
-            "leave",
-            "crash",
-            "pause",
-            "slow",
-            "network_partition",
-            "restart",
-            "subscribe",
-        )
-        log.emit(
-            EventKind.ACTION_APPLIED if by_host else EventKind.FAULT_INJECTED,
-            reason=action.action,
-            member=member,
-            broker=action.broker,
-            duration_ms=None if action.duration_s is None else action.duration_s * 1000.0,
-            detail=params,
-            group=sc.group.id,
-        )
-        kind = action.action
-        if kind == "join":
-            self._join(action.members, origin, action.at_s, crashers)
-        elif kind in ("leave", "crash", "pause", "slow", "restart"):
-            for name in action.members:
-                host = self._host_of(name)
-                if host is None:
-                    continue
-                if kind == "leave":
-                    call = host.leave.remote(name)
-                elif kind == "crash":
-                    call = host.crash.remote(name)
-                elif kind == "pause":
-                    call = host.pause.remote(name, action.duration_s * 1000.0)
-                elif kind == "slow":
-                    call = host.slow.remote(
-                        name, action.duration_s * 1000.0, action.processing_ms_per_message
-                    )
-                else:
-                    call = host.restart.remote(name, action.downtime_s * 1000.0)
-                self._gather({self.member_host[name]: call}, 120)
-                if kind in ("leave", "crash"):
-                    self.live_members.discard(name)
-        elif kind in ("network_partition", "subscribe"):
-            targets: dict[int, list[str]] = {}
-            for name in action.members:
-                h = self.member_host.get(name)
-                if h is not None and h not in self.dead_hosts:
-                    targets.setdefault(h, []).append(name)
-            calls: dict[int, Any] = {}
-            for h, names in targets.items():
-                if kind == "network_partition":
-                    calls[h] = self.hosts[h].partition.remote(
-                        names, action.target, action.duration_s * 1000.0
-                    )
-                else:
-                    calls[h] = self.hosts[h].subscribe.remote(names, list(action.topics))
-            self._gather(calls, 120)
-        elif kind == "host_crash":
-            self.crash_host(int(action.host))
-        elif kind == "broker_crash":
-            log.emit(EventKind.BROKER_CRASHED, broker=action.broker)
-            self.crash_broker(int(action.broker))
-        elif kind == "broker_restart":
-            self.restart_broker(int(action.broker))
-        elif kind == "zk_crash":
-            self.ensemble.kill_member(int(action.zk_member))
-        elif kind == "zk_restart":
-            # No wait: a member alone cannot serve until a quorum is back.
-            self.ensemble.restart_member(int(action.zk_member), wait=False)
-        elif kind == "add_partitions":
-            self.add_partitions(str(action.topic), int(action.partitions))
-        else:  # a new action the plan knows and this run does not: say so, never drop it
-            note = f"{kind}: not carried out by this version of the orchestrator"
-            if note not in self.notes:
-                self.notes.append(note)
-
-    def _host_of(self, name: str) -> Any:
+    def host_of(self, name: str) -> Any:
+        """The live host actor of a member (``None`` if its host is gone)."""
         h = self.member_host.get(name)
         if h is None or h in self.dead_hosts:
             return None
@@ -831,7 +559,8 @@ class ProtocolRun:
             calls.append(self.producer.update_partitions.remote(topic, total))
         ray.get(calls, timeout=120)
 
-    def _join(self, names: Any, origin: float, at_s: float, crashers: set[str]) -> None:
+    def join(self, names: Sequence[str], launch: Launch, at_s: float) -> None:
+        """Start members on their hosts (one call per host)."""
         sub = self.scenario.subscription()
         by_host: dict[int, list[MemberSpec]] = {}
         legacy = self.protocol == "zookeeper"
@@ -839,9 +568,9 @@ class ProtocolRun:
             index = int(name.rsplit("-", 1)[1])
             spec = MemberSpec(
                 name,
-                self._consumer_id(name, origin, at_s) if legacy else name,
+                self._consumer_id(name, launch.origin, at_s) if legacy else name,
                 sub,
-                use_proxy=legacy and name in crashers,
+                use_proxy=legacy and name in launch.crashers,
                 index=index,
                 bootstrap=index % self.scenario.cluster.brokers,
                 zk_latency_ms=self.scenario.group.zk_latency_of(name, self.scenario.seed)
@@ -852,11 +581,11 @@ class ProtocolRun:
                 continue  # its host is gone (a lost node): it cannot start
             by_host.setdefault(self.member_host[name], []).append(spec)
             self.live_members.add(name)
-        self._gather(
+        self.gather(
             {h: self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()}, 300
         )
 
-    def _gather(self, calls: dict[int, Any], timeout: float) -> dict[int, Any]:
+    def gather(self, calls: dict[int, Any], timeout: float) -> dict[int, Any]:
         """Results of one call per consumer host; a host found dead is recorded as lost.
 
         A host actor dies unasked when its node leaves the Ray cluster (a
@@ -911,7 +640,7 @@ class ProtocolRun:
 
     def _live_stats(self) -> dict[str, Any]:
         calls = {i: self.hosts[i].stats.remote() for i in self._live_indices()}
-        stats = list(self._gather(calls, 60).values())
+        stats = list(self.gather(calls, 60).values())
         out: dict[str, Any] = {"protocol": self.protocol}
         for key in (
             "members",
@@ -958,7 +687,7 @@ class ProtocolRun:
         while time.monotonic() < deadline:
             hw: dict[tuple[str, int], int] = {}
             calls = {i: self.hosts[i].progress.remote() for i in self._live_indices()}
-            for r in self._gather(calls, 60).values():
+            for r in self.gather(calls, 60).values():
                 for tp, end in r.items():
                     hw[tp] = max(hw.get(tp, 0), end)
             behind = sum(max(0, e - hw.get(tp, 0)) for tp, e in ends.items())
@@ -1146,46 +875,9 @@ class ProtocolRun:
                 yield refs[ref], ray.get(ref, timeout=0)
 
 
-def redacted_argv(argv: list[str]) -> list[str]:
-    """The command line with a ``--zk-auth`` password replaced by ``***``."""
-    out: list[str] = []
-    hide = False
-    for a in argv:
-        if hide:
-            out.append(a.split(":", 1)[0] + ":***")
-            hide = False
-        elif a == "--zk-auth":
-            out.append(a)
-            hide = True
-        elif a.startswith("--zk-auth="):
-            out.append("--zk-auth=" + a.split("=", 1)[1].split(":", 1)[0] + ":***")
-        else:
-            out.append(a)
-    return out
-
-
-def overall_status(statuses: list[str]) -> str:
-    """The run's status from its protocols': the worst of them.
-
-    ``failed`` > ``interrupted`` > ``degraded`` (a host or broker lost
-    unasked) > ``completed``.
-    """
-    for worst in ("failed", "interrupted", "degraded"):
-        if worst in statuses:
-            return worst
-    return "completed"
-
-
 def _older(version: str, release: tuple[int, ...]) -> bool:
     parts = tuple(int(p) for p in version.split(".") if p.isdigit())
     return parts < release
-
-
-def new_run_id(scenario: Scenario) -> str:
-    """A run id: scenario name, UTC time, and a short random suffix."""
-    return (
-        f"{scenario.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-    )
 
 
 def run_scenario(
@@ -1244,7 +936,7 @@ def run_scenario(
         "seed": scenario.seed,
         "protocols": {},
         "protocols_planned": list(protocols),
-        "versions": _versions(),
+        "versions": versions(),
         "command": redacted_argv(command if command is not None else sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": socket.gethostname(),

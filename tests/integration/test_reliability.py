@@ -233,7 +233,8 @@ def chatty_port() -> Iterator[int]:
 
 
 def test_a_silent_ray_address_fails_within_the_probe_bound() -> None:
-    from actors.orchestrator import RunError, probe_ray
+    from actors.ray_session import probe_ray
+    from actors.run_files import RunError
 
     for port in _listener(b""):
         t0 = time.monotonic()
@@ -269,8 +270,9 @@ def test_a_wrong_ray_address_fails_within_the_bound(
     port = 1 if where == "closed" else chatty_port
     out = tmp_path / "run"
     t0 = time.monotonic()
-    proc = _cli(tmp_path, "run", "quickstart", "--ray-address", f"127.0.0.1:{port}",
-                "--out", str(out))
+    proc = _cli(
+        tmp_path, "run", "quickstart", "--ray-address", f"127.0.0.1:{port}", "--out", str(out)
+    )
     took = time.monotonic() - t0
     _one_line(proc, f"127.0.0.1:{port}", "unreachable" if where == "closed" else "not a Ray head")
     assert took < 60.0  # checked before anything starts, not Ray's minutes of retries
@@ -279,8 +281,15 @@ def test_a_wrong_ray_address_fails_within_the_bound(
 
 
 def test_a_port_that_is_not_zookeeper_fails_in_one_line(tmp_path: Path, chatty_port: int) -> None:
-    proc = _cli(tmp_path, "run", "quickstart", "--zookeeper", f"127.0.0.1:{chatty_port}",
-                "--out", str(tmp_path / "run"))
+    proc = _cli(
+        tmp_path,
+        "run",
+        "quickstart",
+        "--zookeeper",
+        f"127.0.0.1:{chatty_port}",
+        "--out",
+        str(tmp_path / "run"),
+    )
     _one_line(proc, f"127.0.0.1:{chatty_port}", "not a serving ZooKeeper")
 
 
@@ -305,15 +314,21 @@ def test_an_external_zookeeper_keeps_nothing_and_zk_auth_closes_the_znodes(
 
     scenario = parse_scenario(TINY_LEGACY, "zk-hygiene.toml")
     auth = ZkAuth("emu", "s3cret:pw")
-    run_scenario(scenario, ["zookeeper"], tmp_path / "kept", zookeeper=zk_connect,
-                 zk_auth=auth, keep_zk_data=True)
+    run_scenario(
+        scenario,
+        ["zookeeper"],
+        tmp_path / "kept",
+        zookeeper=zk_connect,
+        zk_auth=auth,
+        keep_zk_data=True,
+    )
     manifest = json.loads((tmp_path / "kept" / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["zookeeper"]["auth"] == "digest:emu"
     assert "s3cret" not in json.dumps(manifest)
     kept = manifest["zookeeper"]["chroots"]["zookeeper"]
     assert kept["kept"] is True
-    base = zk_connect[zk_connect.index("/"):]
+    base = zk_connect[zk_connect.index("/") :]
     assert kept["path"].startswith(f"{base}/rebalance-emu/")
     hosts = zk_connect[: zk_connect.index("/")]
     stranger = make_client(hosts)
@@ -363,13 +378,20 @@ def _tiny_run_dir(root: Path) -> Path:
     from emulator.events import EventKind
 
     run = root / "run"
-    w = EventWriter(run / "zookeeper" / "events" / "producer-0.msgpack", run_id="r",
-                    node="n", actor="producer-0", protocol="zookeeper", emu_clock=lambda: 0.0)
+    w = EventWriter(
+        run / "zookeeper" / "events" / "producer-0.msgpack",
+        run_id="r",
+        node="n",
+        actor="producer-0",
+        protocol="zookeeper",
+        emu_clock=lambda: 0.0,
+    )
     for i in range(200):
         w.emit(EventKind.PRODUCED, topic="t", partition=i % 2, offset_start=i, offset_end=i + 1)
     w.close()
-    (run / "manifest.json").write_text(json.dumps({"run_id": "r", "status": "completed",
-                                                   "protocols": {"zookeeper": {}}}))
+    (run / "manifest.json").write_text(
+        json.dumps({"run_id": "r", "status": "completed", "protocols": {"zookeeper": {}}})
+    )
     return run
 
 
@@ -378,14 +400,21 @@ def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Pat
     run = _tiny_run_dir(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "emulator.cli", "compare", str(run), "--out", str(tmp_path / "r")],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 90.0
     jvm: dict[int, float] = {}
     while time.monotonic() < deadline and not jvm and proc.poll() is None:
         time.sleep(0.5)
-        jvm = {p: t for p, t in _tree(proc.pid).items()
-               if psutil.pid_exists(p) and psutil.Process(p).name() == "java"}
+        jvm = {
+            p: t
+            for p, t in _tree(proc.pid).items()
+            if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
+        }
     assert jvm, "Spark's JVM never started"
     time.sleep(3.0)  # into the comparison
     spark_listening = _listeners(set(_tree(proc.pid)))
