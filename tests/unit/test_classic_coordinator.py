@@ -14,12 +14,11 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from collections.abc import Sequence
 
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
-from emulator.events import validate_event
 from emulator.modern.classic_coordinator import (
     VALID_PREVIOUS_STATES,
     ClassicGroupCoordinator,
@@ -47,6 +46,7 @@ from emulator.modern.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from tests.group_context import GroupTestContext
 
 S = GroupState
 T0 = ("t", 0)
@@ -59,30 +59,26 @@ def protos(*names: str, topics: tuple[str, ...] = ("t",), owned: tuple[tuple[str
     return tuple((n, Subscription(topics, owned_partitions=owned)) for n in names or ("range",))
 
 
-class Ctx:
-    """One coordinator, a clock, and everything it answered."""
+class Ctx(GroupTestContext):
+    """One coordinator on the mock time, and everything it answered."""
 
     def __init__(self, seed: int = 1, **props: object) -> None:
-        self.clock = FakeClock()
+        super().__init__()
         self.config = GroupCoordinatorConfig.from_kafka(props)
         self.coord = ClassicGroupCoordinator("g", self.config, random.Random(seed), broker=3)
         self.corr = itertools.count(1)
         self.responses: dict[int, GroupResponse] = {}
-        self.events: list[Emit] = []
+        self.with_machine("coordinator", self.coord, self._take)
 
     @property
-    def now(self) -> float:
-        return self.clock.now_ms()
+    def events(self) -> list[Emit]:
+        return self.emits()
 
-    def _take(self, outs: list[object]) -> None:
-        for o in outs:
-            if isinstance(o, Emit):
-                validate_event({**o.fields, "kind": o.kind.value})
-                self.events.append(o)
-            else:
-                assert isinstance(o, GroupResponse)
-                assert o.corr not in self.responses, f"answered twice: {o}"
-                self.responses[o.corr] = o
+    def _take(self, outs: Sequence[object]) -> None:
+        for o in self.record("coordinator", outs):
+            assert isinstance(o, GroupResponse)
+            assert o.corr not in self.responses, f"answered twice: {o}"
+            self.responses[o.corr] = o
 
     def send(self, req: object, client_id: str = "cid") -> int:
         assert hasattr(req, "corr")
@@ -91,12 +87,7 @@ class Ctx:
 
     def advance(self, ms: float) -> None:
         """Move the clock, firing every timer on the way in order."""
-        until = self.now + ms
-        while (d := self.coord.next_deadline()) is not None and d <= until:
-            if d > self.now:
-                self.clock.advance(d - self.now)
-            self._take(self.coord.poll(self.now))
-        self.clock.advance(until - self.now)
+        self.run(ms)
 
     def resp(self, corr: int) -> GroupResponse | None:
         return self.responses.get(corr)

@@ -21,17 +21,14 @@ sweep of joins and leaves that must end with every partition owned once.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
-from emulator.events import validate_event
 from emulator.modern.classic_coordinator import ClassicGroupCoordinator, GroupState
 from emulator.modern.classic_member import ClassicMember, MemberState
 from emulator.modern.config import ClassicConsumerConfig, GroupCoordinatorConfig
@@ -45,6 +42,7 @@ from emulator.modern.messages import (
     StopFetching,
     TopicPartition,
 )
+from tests.group_context import GroupTestContext, Record, Timed
 
 TOPIC = "t"
 P1, P2, P3 = (TOPIC, 0), (TOPIC, 1), (TOPIC, 2)
@@ -63,16 +61,7 @@ class Node:
     alive: bool = True
 
 
-@dataclass(frozen=True)
-class Record:
-    """One thing that happened, in order."""
-
-    t: float
-    who: str
-    what: object
-
-
-class Net:
+class Net(GroupTestContext):
     """Members, coordinators and the wire between them.
 
     Args:
@@ -86,7 +75,7 @@ class Net:
         self, partitions: int = 3, *, broker: int = 1, delay: float = 1.0,
         seed: int = 7, **broker_props: object,
     ) -> None:
-        self.clock = FakeClock()
+        super().__init__()
         self.partitions = {TOPIC: partitions}
         self.broker_config = GroupCoordinatorConfig.from_kafka(broker_props)
         self.rng = random.Random(seed)
@@ -98,16 +87,9 @@ class Net:
         self.delay = delay
         self.member_delay: dict[str, float] = {}
         self.cut_off: set[str] = set()
-        self.log: list[Record] = []
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
         self._net_corr = itertools.count(1)
         self._routes: dict[tuple[int, int], tuple[str, int]] = {}
         self.sent: list[tuple[float, str, GroupRequest]] = []
-
-    @property
-    def now(self) -> float:
-        return self.clock.now_ms()
 
     @property
     def coordinator(self) -> ClassicGroupCoordinator:
@@ -132,7 +114,7 @@ class Net:
     def crash(self, name: str) -> None:
         """The process dies: no more requests, nothing delivered (the host logs it)."""
         self.nodes[name].alive = False
-        self.log.append(Record(self.now, name, "crashed"))
+        self.note(name, "crashed")
 
     def close(self, name: str) -> None:
         self._member_out(name, self.m(name).close(self.now))
@@ -153,22 +135,18 @@ class Net:
     def _latency(self, name: str) -> float:
         return self.member_delay.get(name, self.delay)
 
-    def _schedule(self, at: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (at, next(self._seq), fn))
-
     def _member_out(self, name: str, outs: list[object]) -> None:
         node = self.nodes[name]
         for o in outs:
             if isinstance(o, Emit):
-                validate_event({**o.fields, "kind": o.kind.value})
-                self.log.append(Record(self.now, name, o))
+                self.record(name, [o])
             elif isinstance(o, StartFetching):
                 node.fetching.update(o.positions)
-                self.log.append(Record(self.now, name, o))
+                self.record(name, [o])
             elif isinstance(o, StopFetching):
                 for tp in o.partitions:
                     node.fetching.pop(tp, None)
-                self.log.append(Record(self.now, name, o))
+                self.record(name, [o])
             else:
                 assert isinstance(o, GroupRequest)
                 self.sent.append((self.now, name, o))
@@ -192,13 +170,12 @@ class Net:
             outs = coord.handle(self.now, wire, client_id=name)
             self._coord_out(broker, outs)
 
-        self._schedule(self.now + self._latency(name), deliver)
+        self.schedule(self.now + self._latency(name), deliver)
 
     def _coord_out(self, broker: int, outs: list[object]) -> None:
         for o in outs:
             if isinstance(o, Emit):
-                validate_event({**o.fields, "kind": o.kind.value})
-                self.log.append(Record(self.now, f"broker-{broker}", o))
+                self.record(f"broker-{broker}", [o])
                 continue
             assert isinstance(o, GroupResponse)
             name, corr = self._routes.pop((broker, o.corr))
@@ -211,77 +188,35 @@ class Net:
                 if node.alive and name not in self.cut_off:
                     self._member_out(name, node.member.on_response(self.now, resp))
 
-            self._schedule(self.now + self._latency(name), deliver)
+            self.schedule(self.now + self._latency(name), deliver)
 
     # ------------------------------------------------------------------ time
 
-    def run(self, ms: float) -> None:
-        """Let ``ms`` of emulated time pass, delivering and polling as due."""
-        until = self.now + ms
-        for _ in range(2_000_000):
-            times = [until]
-            if self._queue:
-                times.append(self._queue[0][0])
-            for coord in self.coordinators.values():
-                d = coord.next_deadline()
-                if d is not None:
-                    times.append(d)
-            for node in self.nodes.values():
-                if node.alive:
-                    d = node.member.next_deadline()
-                    if d is not None:
-                        times.append(d)
-            t = max(min(times), self.now)
-            if t > until:
-                break
-            if t > self.now:
-                self.clock.advance(t - self.now)
-            while self._queue and self._queue[0][0] <= self.now:
-                _, _, fn = heapq.heappop(self._queue)
-                fn()
-            for broker, coord in list(self.coordinators.items()):
-                d = coord.next_deadline()
-                if d is not None and d <= self.now:
-                    self._coord_out(broker, coord.poll(self.now))
-            for name, node in list(self.nodes.items()):
-                d = node.member.next_deadline() if node.alive else None
-                if d is not None and d <= self.now:
-                    self._member_out(name, node.member.poll(self.now))
-            if t == until and not self._due():
-                break
-        else:
-            raise AssertionError("the network did not settle")
-        if self.now < until:
-            self.clock.advance(until - self.now)
-
-    def _due(self) -> bool:
-        if self._queue and self._queue[0][0] <= self.now:
-            return True
-        for coord in self.coordinators.values():
-            d = coord.next_deadline()
-            if d is not None and d <= self.now:
-                return True
-        return False
+    def timed(self) -> list[tuple[Timed, Callable[[Sequence[object]], None]]]:
+        """The coordinators first, then the live members, as they are now."""
+        out: list[tuple[Timed, Callable[[Sequence[object]], None]]] = []
+        for broker, coord in self.coordinators.items():
+            out.append((coord, lambda outs, b=broker: self._coord_out(b, list(outs))))
+        for name, node in self.nodes.items():
+            if node.alive:
+                out.append((node.member, lambda outs, n=name: self._member_out(n, list(outs))))
+        return out
 
     # ------------------------------------------------------------ inspection
 
     def events(self, kind: K, who: str | None = None, since: float = 0.0) -> list[Record]:
-        return [
-            r for r in self.log
-            if isinstance(r.what, Emit) and r.what.kind is kind and r.t >= since
-            and (who is None or r.who == who)
-        ]
+        return self.emitted(kind, who, since)
 
     def stops(self, who: str, since: float = 0.0) -> set[TopicPartition]:
         return {
-            tp for r in self.log
+            tp for r in self.records
             if r.who == who and r.t >= since and isinstance(r.what, StopFetching)
             for tp in r.what.partitions
         }
 
     def starts(self, who: str, since: float = 0.0) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}
-        for r in self.log:
+        for r in self.records:
             if r.who == who and r.t >= since and isinstance(r.what, StartFetching):
                 out.update(r.what.positions)
         return out
@@ -289,7 +224,7 @@ class Net:
     def owners(self) -> dict[TopicPartition, list[str]]:
         """Who owns what, from the OWNERSHIP_CLAIMED / OWNERSHIP_RELEASED events."""
         held: dict[TopicPartition, list[str]] = {}
-        for r in self.log:
+        for r in self.records:
             if r.what == "crashed":
                 for who in held.values():
                     while r.who in who:

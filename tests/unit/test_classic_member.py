@@ -13,11 +13,11 @@ the leader's cooperative check, and the client configuration of B6.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
-from emulator.events import validate_event
 from emulator.modern.assignors import MemberSubscription
 from emulator.modern.classic_member import ClassicMember, MemberState
 from emulator.modern.config import ClassicConsumerConfig
@@ -47,6 +47,7 @@ from emulator.modern.messages import (
     SyncGroupResponse,
     TopicPartition,
 )
+from tests.group_context import GroupTestContext
 
 T0, T1, T2 = ("t", 0), ("t", 1), ("t", 2)
 
@@ -64,11 +65,11 @@ class StandInCooperative:
         return {m: everything if m == first else () for m in members}
 
 
-class Harness:
-    """One member, a clock, and the requests it is waiting on."""
+class Harness(GroupTestContext):
+    """One member on the mock time, and the requests it is waiting on."""
 
     def __init__(self, assignors: list[object] | None = None, **props: object) -> None:
-        self.clock = FakeClock()
+        super().__init__()
         self.config = ClassicConsumerConfig.from_kafka({"client.id": "me", **props})
         self.member = ClassicMember(
             member="c-0", group="g", topics=("t",), config=self.config,
@@ -76,19 +77,16 @@ class Harness:
             assignors=assignors,  # type: ignore[arg-type]
         )
         self.pending: list[GroupRequest] = []
-        self.events: list[Emit] = []
         self.effects: list[object] = []
+        self.with_machine("c-0", self.member, self.take)
 
     @property
-    def now(self) -> float:
-        return self.clock.now_ms()
+    def events(self) -> list[Emit]:
+        return self.emits()
 
-    def take(self, outs: list[object]) -> list[object]:
-        for o in outs:
-            if isinstance(o, Emit):
-                validate_event({**o.fields, "kind": o.kind.value})
-                self.events.append(o)
-            elif isinstance(o, GroupRequest):
+    def take(self, outs: Sequence[object]) -> Sequence[object]:
+        for o in self.record("c-0", outs):
+            if isinstance(o, GroupRequest):
                 self.pending.append(o)
             else:
                 self.effects.append(o)
@@ -98,11 +96,8 @@ class Harness:
         self.take(self.member.start(self.now))
 
     def advance(self, ms: float) -> None:
-        until = self.now + ms
-        while (d := self.member.next_deadline()) is not None and d <= until:
-            self.clock.advance(d - self.now)
-            self.take(self.member.poll(self.now))
-        self.clock.advance(until - self.now)
+        """Fire the member's timers on the way, then poll it once more at the end."""
+        self.run(ms)
         self.take(self.member.poll(self.now))
 
     def req(self, kind: type) -> GroupRequest:
@@ -123,10 +118,10 @@ class Harness:
         return r
 
     def kinds(self) -> list[K]:
-        return [e.kind for e in self.events]
+        return self.event_kinds()
 
     def last(self, kind: K) -> Emit:
-        return [e for e in self.events if e.kind is kind][-1]
+        return self.last_event(kind)
 
     # canned exchanges -------------------------------------------------------
 

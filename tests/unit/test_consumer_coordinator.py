@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
 from emulator.modern.assignors import GroupSpec, ServerAssignment, ServerAssignor, server_assignor
 from emulator.modern.config import GroupCoordinatorConfig
@@ -43,6 +42,7 @@ from emulator.modern.messages import (
     OffsetFetchResponse,
     TopicPartition,
 )
+from tests.group_context import GroupTestContext
 
 GROUP = "grp"
 
@@ -72,11 +72,11 @@ class MockAssignor:
         return {m: self.prepared.get(m, frozenset()) for m in group_spec.members}
 
 
-class Ctx:
+class Ctx(GroupTestContext):
     """``GroupMetadataManagerTestContext`` for one consumer group."""
 
     def __init__(self, topics: Mapping[str, int] | None = None, **kw: object) -> None:
-        self.clock = FakeClock()
+        super().__init__()
         self.assignor = MockAssignor()
 
         def lookup(name: str) -> ServerAssignor:
@@ -91,8 +91,11 @@ class Ctx:
             assignor_lookup=lookup,
             **kw,  # type: ignore[arg-type]
         )
-        self.events: list[Emit] = []
         self._corr = 0
+
+    @property
+    def events(self) -> list[Emit]:
+        return self.emits()
 
     def prepare(self, **assignment: frozenset[TopicPartition]) -> None:
         self.assignor.prepared = dict(assignment)
@@ -100,10 +103,8 @@ class Ctx:
     def heartbeat(self, **fields: object) -> ConsumerGroupHeartbeatResponse:
         self._corr += 1
         req = ConsumerGroupHeartbeatRequest(self._corr, GROUP, **fields)  # type: ignore[arg-type]
-        out = self.coord.handle(self.clock.now_ms(), req)
-        resp = out[0]
+        resp = self.request(req)
         assert isinstance(resp, ConsumerGroupHeartbeatResponse)
-        self.events.extend(e for e in out[1:] if isinstance(e, Emit))
         return resp
 
     def join(
@@ -123,21 +124,23 @@ class Ctx:
         return self.heartbeat(**base)
 
     def request(self, req: object) -> object:
-        out = self.coord.handle(self.clock.now_ms(), req)  # type: ignore[arg-type]
-        self.events.extend(e for e in out[1:] if isinstance(e, Emit))
+        """Send ``req`` now; its response (the events it caused are recorded)."""
+        out = self.coord.handle(self.now, req)  # type: ignore[arg-type]
+        self.record("coordinator", [e for e in out[1:] if isinstance(e, Emit)])
         return out[0]
 
     def sleep(self, ms: float) -> list[Emit]:
+        """Move the clock by ``ms``, then poll once; the events of that poll."""
         self.clock.advance(ms)
-        out = [e for e in self.coord.poll(self.clock.now_ms()) if isinstance(e, Emit)]
-        self.events.extend(out)
+        out = [e for e in self.coord.poll(self.now) if isinstance(e, Emit)]
+        self.record("coordinator", out)
         return out
 
     def member(self, member_id: str) -> GroupMember:
         return self.coord.members[member_id]
 
     def kinds(self, kind: K) -> list[Mapping[str, object]]:
-        return [e.fields for e in self.events if e.kind is kind]
+        return [r.emit.fields for r in self.emitted(kind)]
 
 
 def state(ctx: Ctx) -> GroupState:

@@ -15,7 +15,6 @@ from typing import TypeVar
 
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
 from emulator.modern.consumer_member import (
     ConsumerMember,
@@ -40,6 +39,7 @@ from emulator.modern.messages import (
     StopFetching,
     TopicPartition,
 )
+from tests.group_context import GroupTestContext
 
 GROUP = "grp"
 F0, F1, F2 = ("foo", 0), ("foo", 1), ("foo", 2)
@@ -59,11 +59,11 @@ def kinds(out: Sequence[Output]) -> list[str]:
     return [o.kind.value if isinstance(o, Emit) else type(o).__name__ for o in out]
 
 
-class Driver:
-    """Plays the coordinator for one member."""
+class Driver(GroupTestContext):
+    """Plays the coordinator for one member (its outputs are recorded as ``c``)."""
 
     def __init__(self, topics: tuple[str, ...] = ("foo",), **config: object) -> None:
-        self.clock = FakeClock()
+        super().__init__()
         self.m = ConsumerMember(
             member="c",
             group=GROUP,
@@ -72,22 +72,23 @@ class Driver:
             rng=random.Random(1),
         )
 
-    @property
-    def now(self) -> float:
-        return self.clock.now_ms()
+    def _out(self, outs: list[Output]) -> list[Output]:
+        self.record("c", outs)
+        return outs
 
     def start(self) -> list[Output]:
-        return self.m.start(self.now)
+        return self._out(self.m.start(self.now))
 
     def respond(self, resp: object) -> list[Output]:
-        return self.m.on_response(self.now, resp)  # type: ignore[arg-type]
+        return self._out(self.m.on_response(self.now, resp))  # type: ignore[arg-type]
 
     def advance(self, ms: float) -> list[Output]:
+        """Move the clock by ``ms``, then poll once."""
         self.clock.advance(ms)
-        return self.m.poll(self.now)
+        return self._out(self.m.poll(self.now))
 
     def app_poll(self) -> list[Output]:
-        return self.m.app_polled(self.now)
+        return self._out(self.m.app_polled(self.now))
 
     def found(self) -> list[Output]:
         out = self.start()

@@ -25,7 +25,6 @@ early (it shows up with one-way delays of seconds; the sweep uses up to
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import random
 from collections.abc import Callable, Sequence
@@ -33,7 +32,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from emulator.clock import FakeClock
 from emulator.events import EventKind as K
 from emulator.modern.consumer_coordinator import ConsumerGroupCoordinator, GroupState
 from emulator.modern.consumer_member import ConsumerMember, Kip848ConsumerConfig, MemberState
@@ -51,6 +49,7 @@ from emulator.modern.messages import (
     StopFetching,
     TopicPartition,
 )
+from tests.group_context import GroupTestContext, Record, Timed
 
 GROUP = "g"
 COORD = "coordinator"
@@ -71,17 +70,6 @@ class SequentialIds(random.Random):
         return next(self._n) if k == 128 else super().getrandbits(k)
 
 
-@dataclass(frozen=True)
-class Logged:
-    """One event, stamped with the time and a global sequence number."""
-
-    t: float
-    seq: int
-    source: str
-    kind: str
-    fields: dict[str, object]
-
-
 @dataclass
 class Wire:
     """One message as it went over the network (``delivered`` None: lost or in flight)."""
@@ -96,7 +84,26 @@ class Wire:
 
 
 @dataclass
-class Net:
+class _AppLoop:
+    """A member's application loop as the timer sees it: a poll every ``app_poll_ms``."""
+
+    net: Net
+    name: str
+
+    def next_deadline(self) -> float | None:
+        m = self.net.members[self.name]
+        if self.name in self.net.stuck or m.closed:
+            return None
+        return self.net._next_app_poll[self.name]
+
+    def poll(self, now: float) -> list[object]:
+        self.net._next_app_poll[self.name] = now + self.net.app_poll_ms
+        self.net._app_poll(self.name, self.net.members[self.name])
+        return []
+
+
+@dataclass
+class Net(GroupTestContext):
     """The coordinator, the members and the wires between them."""
 
     topics: dict[str, int]
@@ -107,7 +114,7 @@ class Net:
     coord_kwargs: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.clock = FakeClock()
+        GroupTestContext.__init__(self)
         self.rng = random.Random(self.seed)
         self.coord = ConsumerGroupCoordinator(
             GROUP,
@@ -117,15 +124,12 @@ class Net:
             **self.coord_kwargs,  # type: ignore[arg-type]
         )
         self.members: dict[str, ConsumerMember] = {}
-        self.log: list[Logged] = []
         self.wires: list[Wire] = []
         self.frozen: set[str] = set()
         self.crashed: set[str] = set()
         self.stuck: set[str] = set()  # the application does not call poll()
         self.positions: dict[str, dict[TopicPartition, int]] = {}
         self.fail_next: dict[tuple[str, type[GroupRequest]], Errors] = {}
-        self._queue: list[tuple[float, int, Wire]] = []
-        self._seq = itertools.count()
         self._next_app_poll: dict[str, float] = {}
 
     # ------------------------------------------------------------- membership
@@ -153,33 +157,9 @@ class Net:
         """Kill the member: no goodbye; its process (and ownership) ends now."""
         self.crashed.add(name)
         self.positions[name] = {}
-        self._log(name, K.CONSUMER_CRASHED.value, {})
+        self.note(name, Emit(K.CONSUMER_CRASHED, {}))
 
     # ---------------------------------------------------------------- running
-
-    @property
-    def now(self) -> float:
-        return self.clock.now_ms()
-
-    def run(self, ms: float) -> None:
-        """Run until ``ms`` later, processing everything due on the way."""
-        until = self.now + ms
-        while True:
-            t = self._next_time()
-            if t is None or t > until:
-                break
-            if t > self.now:
-                self.clock.advance(t - self.now)
-            self._step()
-        if until > self.now:
-            self.clock.advance(until - self.now)
-
-    def run_until(self, cond: Callable[[], bool], limit_ms: float = 600_000) -> None:
-        """Run in small steps until ``cond()`` holds (fails after ``limit_ms``)."""
-        end = self.now + limit_ms
-        while not cond():
-            assert self.now < end, "condition not reached in time"
-            self.run(10)
 
     def _alive(self) -> list[tuple[str, ConsumerMember]]:
         return [
@@ -188,36 +168,20 @@ class Net:
             if n not in self.crashed and n not in self.frozen
         ]
 
-    def _next_time(self) -> float | None:
-        times: list[float] = []
-        if self._queue:
-            times.append(self._queue[0][0])
-        d = self.coord.next_deadline()
-        if d is not None:
-            times.append(d)
+    def timed(self) -> list[tuple[Timed, Callable[[Sequence[object]], None]]]:
+        """The coordinator, then each live member and its application loop."""
+        out: list[tuple[Timed, Callable[[Sequence[object]], None]]] = [
+            (self.coord, lambda outs: self._coord_events(outs))
+        ]
         for n, m in self._alive():
-            d = m.next_deadline()
-            if d is not None:
-                times.append(max(d, self.now))
-            if n not in self.stuck and not m.closed:
-                times.append(self._next_app_poll[n])
-        return min(times) if times else None
+            out.append((m, lambda outs, n=n: self._route(n, outs)))
+            out.append((_AppLoop(self, n), lambda outs: None))
+        return out
 
-    def _step(self) -> None:
-        now = self.now
-        while self._queue and self._queue[0][0] <= now:
-            _, _, wire = heapq.heappop(self._queue)
-            self._deliver(wire)
-        for e in self.coord.poll(now):
+    def _coord_events(self, outs: Sequence[object]) -> None:
+        for e in outs:
             assert isinstance(e, Emit)
-            self._log(COORD, e.kind.value, dict(e.fields))
-        for n, m in self._alive():
-            d = m.next_deadline()
-            if d is not None and d <= now:
-                self._route(n, m.poll(now))
-            if n not in self.stuck and not m.closed and self._next_app_poll[n] <= now:
-                self._next_app_poll[n] = now + self.app_poll_ms
-                self._app_poll(n, m)
+        self.record(COORD, outs)
 
     def _app_poll(self, name: str, m: ConsumerMember) -> None:
         for tp, pos in list(self.positions[name].items()):
@@ -236,9 +200,7 @@ class Net:
                 return
             outs = self.coord.handle(self.now, wire.msg)
             response, events = outs[0], outs[1:]
-            for e in events:
-                assert isinstance(e, Emit)
-                self._log(COORD, e.kind.value, dict(e.fields))
+            self._coord_events(events)
             assert isinstance(response, GroupResponse)
             self._send(COORD, wire.src, response)
             return
@@ -254,12 +216,12 @@ class Net:
         self.wires.append(wire)
         d = self.delay(src, dst, msg)
         if d is not None:  # None: the network drops it
-            heapq.heappush(self._queue, (self.now + d, next(self._seq), wire))
+            self.schedule(self.now + d, lambda: self._deliver(wire))
 
     def _route(self, name: str, outputs: Sequence[object]) -> None:
         for o in outputs:
             if isinstance(o, Emit):
-                self._log(name, o.kind.value, dict(o.fields))
+                self.record(name, [o])
             elif isinstance(o, StartFetching):
                 for tp, off in o.positions.items():
                     self.positions[name][tp] = 0 if off is None else off
@@ -270,15 +232,14 @@ class Net:
                 assert isinstance(o, GroupRequest), o
                 self._send(name, COORD, o)
 
-    def _log(self, source: str, kind: str, fields: dict[str, object]) -> None:
-        self.log.append(Logged(self.now, next(self._seq), source, kind, fields))
-
     # ------------------------------------------------------------- inspection
 
-    def events(self, kind: K, source: str | None = None) -> list[Logged]:
-        return [
-            e for e in self.log if e.kind == kind.value and (source is None or e.source == source)
-        ]
+    def events(self, kind: K, source: str | None = None) -> list[Record]:
+        return self.emitted(kind, source)
+
+    @property
+    def log(self) -> list[Record]:
+        return self.records
 
     def requests_from(self, name: str, kind: type[GroupRequest]) -> list[Wire]:
         return [w for w in self.wires if w.src == name and isinstance(w.msg, kind)]
@@ -302,7 +263,7 @@ class Net:
 
 
 def check_single_owner(
-    log: list[Logged], allowed_overlap: set[str] | None = None
+    log: list[Record], allowed_overlap: set[str] | None = None
 ) -> dict[TopicPartition, str]:
     """Replay OWNERSHIP_CLAIMED/RELEASED (and crashes) in time order.
 
