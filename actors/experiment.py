@@ -34,7 +34,7 @@ from typing import Any
 
 import ray
 
-from actors.ray_session import ensure_ray, probe_ray
+from actors.ray_session import alive_nodes, cluster_resources, ensure_ray, probe_ray
 from actors.run_files import RunError, write_manifest
 from emulator.experiment import Experiment, Trial, eta_seconds, trial_state
 
@@ -125,13 +125,13 @@ def existing_state(out_dir: Path, trial: Trial) -> str:
 
 
 def _parallelism(cpus_per_trial: float, cap: int | None) -> int:
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = alive_nodes()
     biggest = max((float(n.get("Resources", {}).get("CPU", 0)) for n in nodes), default=0.0)
     if cpus_per_trial > biggest:
         raise ExperimentRunError(
             f"cpus_per_trial = {cpus_per_trial:g} but the largest Ray node has {biggest:g} CPUs"
         )
-    total = float(ray.cluster_resources().get("CPU", 0))
+    total = float(cluster_resources().get("CPU", 0))
     n = max(1, int(total // cpus_per_trial))
     return min(n, cap) if cap else n
 
@@ -200,7 +200,7 @@ def run_experiment(
         raise ExperimentRunError(str(exc)) from None
     width = _parallelism(exp.cpus_per_trial, parallel)
     pin: dict[str, Any] = {}
-    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
+    if len(alive_nodes()) > 1:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = ray.get_runtime_context().get_node_id()

@@ -34,7 +34,7 @@ from actors.context import RunContext
 from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
-from actors.ray_session import ensure_ray, probe_ray
+from actors.ray_session import alive_nodes, ensure_ray, probe_ray
 from actors.run_files import (
     EventStorage,
     RunError,
@@ -373,8 +373,8 @@ class ProtocolRun:
         sc = self.scenario
         loc = self.storage.location
         if loc.is_url:  # --force: this protocol's old logs go, not appended to
-            for old in loc.list_files(f"{self.protocol}/events", ".msgpack"):
-                loc.delete(old)
+            for old_url in loc.list_files(f"{self.protocol}/events", ".msgpack"):
+                loc.delete(old_url)
         else:
             events_dir = self.dir / "events"
             if events_dir.exists():
@@ -958,7 +958,7 @@ def run_scenario(
         manifest["zookeeper"] = zk_info
         write_manifest(mpath, manifest)
         ensure_ray(ray_address)
-        n_nodes = len([n for n in ray.nodes() if n.get("Alive")])
+        n_nodes = len(alive_nodes())
         manifest["ray"] = {"address": ray_address or "local", "nodes": n_nodes}
         mode = "shipped" if n_nodes > 1 else "local"
         if loc.is_url or shared_storage:

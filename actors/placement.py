@@ -27,6 +27,7 @@ from typing import Any
 
 import ray
 
+from actors.ray_session import cluster_resources, node_ip_address
 from emulator.scenario import PLACEMENT_ROLES, PlacementSpec
 
 RESOURCE_SLIVER = 0.001
@@ -71,7 +72,7 @@ def check_placement(
             ``producer``, ``consumer_hosts``).
         available: ``ray.cluster_resources()`` (read from Ray when None).
     """
-    have = dict(available) if available is not None else ray.cluster_resources()
+    have = dict(available) if available is not None else cluster_resources()
     known = sorted(k for k in have if not k.startswith(("CPU", "GPU", "memory", "object_store")))
     need: dict[str, float] = {}
     roles: dict[str, list[str]] = {}
@@ -105,7 +106,7 @@ def node_report() -> dict[str, Any]:
     ctx = ray.get_runtime_context()
     return {
         "node_id": ctx.get_node_id(),
-        "ip": ray.util.get_node_ip_address(),
+        "ip": node_ip_address(),
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
         "wall": time.time(),

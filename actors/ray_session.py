@@ -120,3 +120,24 @@ def _restore_signal_handlers(kept: dict[int, Any]) -> None:
         if handler is not None:
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(signum, handler)
+
+
+# Ray leaves these three functions unannotated; typed here, once.
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    """The cluster's live nodes, as ``ray.nodes()`` describes them."""
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return [n for n in nodes if n.get("Alive")]
+
+
+def cluster_resources() -> dict[str, float]:
+    """``ray.cluster_resources()``: the cluster's total resources by name."""
+    have: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return have
+
+
+def node_ip_address() -> str:
+    """This process's node's IP address, as Ray knows it."""
+    ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return ip

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors.ray_session import alive_nodes
 from emulator.eventlog import file_checksum
 from emulator.storage import StorageError, default_spool_root, resolve
 
@@ -181,7 +182,7 @@ def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
     failed: dict[str, str] = {}  # node -> why it could not be visited
     mode = ctx.storage_mode
     if mode == "shipped" or (mode == "shared" and ctx.events_url):
-        alive = {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+        alive = {str(n["NodeID"]) for n in alive_nodes()}
         nodes = sorted(alive - {ctx.driver_node}) if mode == "shipped" else sorted(alive)
         for node in nodes:
             d = str(spool_dir(ctx.spool_root, ctx.run_id, ctx.protocol, node))
@@ -217,9 +218,9 @@ def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
             how = "direct" if mode != "shared" or not ctx.events_url else "uploaded"
             logs[stem] = {"how": how, "bytes": size}
             if how == "uploaded":  # copied by the actor itself when it closed its log
-                node = actor_nodes.get(stem)
-                if node:
-                    logs[stem]["node"] = node
+                where = actor_nodes.get(stem)
+                if where:
+                    logs[stem]["node"] = where
     for actor, node in actor_nodes.items():
         if actor not in present and actor not in missing and node in failed:
             missing[actor] = {"node": node, "reason": failed[node]}
