@@ -32,10 +32,10 @@ import ray
 from actors.broker import BrokerActor
 from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
-from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
 from actors.spool import collect, current_node, spool_root_setting
+from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
