@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -54,6 +54,11 @@ from emulator.events import EventKind
 from emulator.modern.errors import Errors
 from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.modern.placement import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from zk_registry.client import ZkClient
+    from zk_registry.controller import BrokerController, ControllerConfig
+    from zk_registry.layout import PartitionState
 
 #: Wall seconds between two replica fetches of a follower (emulator knob: Kafka's
 #: fetcher loops on ``replica.fetch.wait.max.ms`` = 500 ms long polls; the
@@ -124,9 +129,9 @@ class BrokerCore(Locatable):
             coordinators,
             counts,
         )
-        self._zk: Any = None
+        self._zk: ZkClient | None = None
         self.peers = LeaderCache(ctx, {})
-        self.controller: Any = None
+        self.controller: BrokerController | None = None
         self.fetch_calls = 0
         self.produce_calls = 0
         self.replica_fetch_calls = 0
@@ -205,17 +210,17 @@ class BrokerCore(Locatable):
         session_s = self.ctx.scaled_s(
             float(str(self.ctx.kafka.get("zookeeper.session.timeout.ms", 6000)))
         )
-        self._zk = ZkClient(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
-        await self._zk.start_async()
+        zk = self._zk = ZkClient(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
+        await zk.start_async()
         await register_broker(
-            self._zk,
+            zk,
             self.broker_id,
             "127.0.0.1",
             self.port,
             timestamp_ms=int(time.time() * 1000),
             session_timeout_s=session_s,
         )
-        await self._load_from_zk()
+        await self._load_from_zk(zk)
         self.events.emit(
             EventKind.BROKER_STARTED, broker=self.broker_id, count=len(self.manager.led())
         )
@@ -239,24 +244,24 @@ class BrokerCore(Locatable):
             await asyncio.sleep(0.25)
             self.events.flush()
 
-    async def _load_from_zk(self) -> None:
+    async def _load_from_zk(self, zk: ZkClient) -> None:
         """Read every topic's assignment and partition state (what this broker replicates)."""
         from zk_registry.brokers import live_brokers, read_partition_state, read_topic_assignment
         from zk_registry.client import ZkUtils
         from zk_registry.layout import BROKER_TOPICS_PATH
 
-        topics = await ZkUtils(self._zk).children_maybe(BROKER_TOPICS_PATH)
-        self.manager.live_brokers = await live_brokers(self._zk)
+        topics = await ZkUtils(zk).children_maybe(BROKER_TOPICS_PATH)
+        self.manager.live_brokers = await live_brokers(zk)
         now = self.clock.now_ms()
         for topic in sorted(topics):
-            assignment = await read_topic_assignment(self._zk, topic)
+            assignment = await read_topic_assignment(zk, topic)
             parts = sorted((assignment or {}).items())
             # The states are read 256 at a time (pipelined on the one session),
             # so a broker of a 100,000-partition cluster starts in seconds.
-            read: list[Any] = []
+            read: list[PartitionState | None] = []
             for i in range(0, len(parts), 256):
                 read += await asyncio.gather(
-                    *(read_partition_state(self._zk, topic, p) for p, _ in parts[i : i + 256])
+                    *(read_partition_state(zk, topic, p) for p, _ in parts[i : i + 256])
                 )
             states = [
                 (
@@ -291,7 +296,7 @@ class BrokerCore(Locatable):
         )
         await self.controller.start()
 
-    def controller_config(self) -> Any:
+    def controller_config(self) -> ControllerConfig:
         """The controller's settings from the run's Kafka configs, scaled by ``time_scale``.
 
         ``unclean.leader.election.enable`` defaults to true for the
@@ -512,47 +517,49 @@ class BrokerCore(Locatable):
         while True:
             await asyncio.sleep(period)
             for tp, rep in list(self.manager.replicas.items()):
-                if self._zk is None:
+                zk = self._zk
+                if zk is None:
                     continue
                 write = self.manager.begin_shrink(tp, rep, self.clock.now_ms())
                 if write is not None:
-                    await self._write_isr(write)
+                    await self._write_isr(zk, write)
 
     async def _expand_isr(self, expand: ExpandIsr) -> None:
         """``Partition.maybeExpandIsr``: a follower reached the HW, add it to the ISR."""
-        if self._zk is None:
+        zk = self._zk
+        if zk is None:
             return
         write = self.manager.begin_expand(expand)
         if write is not None:
-            await self._write_isr(write)
+            await self._write_isr(zk, write)
 
-    async def _write_isr(self, write: IsrWrite) -> bool:
+    async def _write_isr(self, zk: ZkClient, write: IsrWrite) -> bool:
         """Write an ISR change to the state znode, conditional on the cached zkVersion."""
         written = False
         try:
-            written = await self._write_isr_znode(write)
+            written = await self._write_isr_znode(zk, write)
         finally:
             self._apply(self.manager.end_isr_write(write, written))
         return written
 
-    async def _write_isr_znode(self, write: IsrWrite) -> bool:
+    async def _write_isr_znode(self, zk: ZkClient, write: IsrWrite) -> bool:
         from zk_registry.controller import read_leader_and_isr, update_leader_and_isr
 
         topic, partition = write.tp
         if write.needs_version:  # a controller's state carries no zkVersion: read it
-            got = await read_leader_and_isr(self._zk, topic, partition)
+            got = await read_leader_and_isr(zk, topic, partition)
             if not self.manager.isr_version_read(write, got):
                 return False
         try:
             version = await update_leader_and_isr(
-                self._zk, topic, partition, write.state(self.broker_id), write.expected_version
+                zk, topic, partition, write.state(self.broker_id), write.expected_version
             )
         except Exception:
             version = None
         result = self.manager.isr_written(write, version)
         if result is WriteResult.CONFLICT:
             with contextlib.suppress(Exception):
-                got = await read_leader_and_isr(self._zk, topic, partition)
+                got = await read_leader_and_isr(zk, topic, partition)
                 self.manager.isr_reread(write, got)
         return result is WriteResult.WRITTEN
 
@@ -649,7 +656,7 @@ class BrokerCore(Locatable):
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """Counters for the live display."""
         led = self.manager.led()
         return {
