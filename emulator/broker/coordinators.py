@@ -43,6 +43,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from emulator.broker.messages import GroupOffsets
 from emulator.events import EventKind
 from emulator.modern.config import modern_properties
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
@@ -63,8 +64,6 @@ from emulator.modern.messages import (
 from emulator.modern.placement import coordinator_partition
 from emulator.protocols import spec
 
-#: Group id -> committed offsets (what one ``__consumer_offsets`` partition holds).
-GroupOffsets = dict[str, dict[TopicPartition, int]]
 #: Makes the coordinator of a new group: ``factory(group_id, committed)``, the
 #: committed offsets it starts from (None: none).
 CoordinatorFactory = Callable[[str, "dict[TopicPartition, int] | None"], GroupCoordinator]

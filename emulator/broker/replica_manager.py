@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from emulator.broker import isr as isr_rules
@@ -155,11 +155,6 @@ class PushPlan:
     leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrState]]
     leaders: dict[TopicPartition, int]
     assigned: dict[TopicPartition, list[int]]
-
-
-@dataclass
-class _Out:
-    items: list[BrokerOutput] = field(default_factory=list)
 
 
 class ReplicaManager:
