@@ -31,7 +31,6 @@ from actors import timeline
 from actors.broker import BrokerActor
 from actors.consumer_host import ConsumerHostActor, MemberSpec
 from actors.context import RunContext
-from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
 from actors.ray_session import alive_nodes, ensure_ray, probe_ray
@@ -46,6 +45,7 @@ from actors.run_files import (
 )
 from actors.spool import collect, current_node, spool_root_setting
 from actors.timeline import Launch
+from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import EventKind

@@ -74,6 +74,7 @@ from typing import Final, NamedTuple, TypeVar
 
 from emulator.events import EventKind
 from emulator.modern.config import GroupCoordinatorConfig
+from emulator.modern.coordinator import GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     UNKNOWN_MEMBER_ID,
@@ -237,7 +238,7 @@ class _JoinTimer:
     remaining_ms: int = 0
 
 
-class ClassicGroupCoordinator:
+class ClassicGroupCoordinator(GroupCoordinator):
     """The coordinator of one classic consumer group (K@3.9 ``GroupCoordinator``).
 
     Args:

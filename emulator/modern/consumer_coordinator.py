@@ -86,6 +86,7 @@ from emulator.modern.config import (
     GroupCoordinatorConfig,
     kafka_version_at_least,
 )
+from emulator.modern.coordinator import GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -305,7 +306,7 @@ class _Timer:
 # ------------------------------------------------------------------ coordinator
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(GroupCoordinator):
     """The coordinator of one consumer-protocol group (one ``ConsumerGroup``).
 
     Args:
@@ -428,13 +429,17 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ inputs
 
-    def handle(self, now: float, request: GroupRequest) -> list[Output]:
+    def handle(
+        self, now_ms: float, request: GroupRequest, *, client_id: str = "consumer"
+    ) -> list[Output]:
         """Handle one request; the first output is its response.
 
         Args:
-            now: emulated time in ms.
+            now_ms: emulated time in ms.
             request: a FindCoordinator, ConsumerGroupHeartbeat, OffsetCommit
                 or OffsetFetch request.
+            client_id: the request header's ``client.id``; unused (a KIP-848
+                member chooses its own member id).
 
         Returns:
             The response, then the events of the state changes it caused.
@@ -442,7 +447,8 @@ class ConsumerGroupCoordinator:
         Raises:
             TypeError: a request kind this coordinator does not serve.
         """
-        self._now = now
+        del client_id
+        self._now = now_ms
         out: list[Output] = []
         if isinstance(request, FindCoordinatorRequest):
             return [FindCoordinatorResponse(request.corr, node_id=self.node_id)]
@@ -475,11 +481,11 @@ class ConsumerGroupCoordinator:
             LEAVE_GROUP_STATIC_MEMBER_EPOCH: "static_leave",
         }.get(request.member_epoch, "heartbeat")
 
-    def poll(self, now: float) -> list[Output]:
-        """Fire every timer due at ``now`` (session and rebalance timeouts)."""
-        self._now = now
+    def poll(self, now_ms: float) -> list[Output]:
+        """Fire every timer due at ``now_ms`` (session and rebalance timeouts)."""
+        self._now = now_ms
         out: list[Output] = []
-        while self._timers and self._timers[0].deadline <= now:
+        while self._timers and self._timers[0].deadline <= now_ms:
             timer = heapq.heappop(self._timers)
             if timer.cancelled:
                 continue
@@ -500,9 +506,9 @@ class ConsumerGroupCoordinator:
             heapq.heappop(self._timers)
         return self._timers[0].deadline if self._timers else None
 
-    def update_topics(self, now: float, topics: Mapping[str, int]) -> None:
+    def update_topics(self, now_ms: float, topics: Mapping[str, int]) -> None:
         """A new metadata image: the next heartbeat refreshes the subscription metadata."""
-        self._now = now
+        self._now = now_ms
         self._topics = dict(topics)
         self._metadata_expired = True
 

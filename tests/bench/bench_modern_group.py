@@ -6,8 +6,8 @@ kafka-protocols.md B and C) and group size N (default 100, 1,000, 10,000
 members; partitions = 10 per member on ``--topics`` topics, fixed at start):
 
 1. **Start.** ``--brokers`` :class:`~actors.broker.BrokerCore` objects (each
-   with its :class:`~actors.coordinator_host.CoordinatorHost`, made by
-   :func:`actors.protocols.make_coordinator_factory`; no ZooKeeper: the broker
+   with its :class:`~emulator.broker.coordinators.CoordinatorHost`, made by
+   :func:`emulator.broker.coordinators.make_coordinator_factory`; no ZooKeeper: the broker
    is constructed but never ``start()``-ed, and its ``_coordinator_timers``
    loop is run as a task) and ``--hosts`` :class:`~actors.consumer_host.ConsumerHostCore`
    objects run in this process's asyncio loop, without Ray. Each host's
@@ -856,7 +856,8 @@ PROFILE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("emulator/modern/classic_member.py", "classic member machine"),
     ("emulator/modern/consumer_member.py", "consumer (KIP-848) member machine"),
     ("emulator/modern/messages.py", "messages"),
-    ("actors/coordinator_host.py", "coordinator host (exchange/poll)"),
+    ("emulator/broker/coordinators.py", "coordinator host (exchange/poll)"),
+    ("emulator/broker/", "broker"),
     ("actors/broker.py", "broker"),
     ("actors/consumer_host.py", "host tick loop (consumer_host)"),
     ("actors/modern_member.py", "member shell (modern_member)"),

@@ -4,7 +4,7 @@
 can look at its members) with a real ZooKeeper server for the legacy
 consumers' sessions, and fetches and group requests going to a Ray actor.
 That actor, :class:`StandInBroker`, holds the real group coordinators
-(:class:`~actors.coordinator_host.CoordinatorHost` with the protocol's
+(:class:`~emulator.broker.coordinators.CoordinatorHost` with the protocol's
 coordinator state machines) and a log with an endless backlog, so every member
 always has a batch to process; the broker actor's replication and controller
 are not what these tests are about. One test kills a real
@@ -64,8 +64,7 @@ class StandInBroker:
     """The group coordinators of a run on one broker, and an endless log to fetch from."""
 
     def __init__(self, ctx: RunContext, broker_id: int = 0) -> None:
-        from actors.coordinator_host import CoordinatorHost
-        from actors.protocols import make_coordinator_factory
+        from emulator.broker.coordinators import CoordinatorHost, make_coordinator_factory
 
         self.clock = ctx.clock()
         self.events = ctx.writer(f"broker-{broker_id}", self.clock)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS, CoordinatorHost
+from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS, CoordinatorHost
 from emulator.modern.messages import (
     ConsumerGroupHeartbeatRequest,
     HeartbeatRequest,
@@ -72,7 +72,7 @@ def test_offsets_snapshot_reads_either_protocols_coordinator() -> None:
     ``consumer`` group failed: the followers never caught up and the ISRs
     shrank to the leader alone.
     """
-    from actors.protocols import make_coordinator_factory
+    from emulator.broker.coordinators import make_coordinator_factory
     from emulator.modern.messages import OffsetCommitRequest
 
     for protocol in ("classic-eager", "consumer"):

@@ -10,8 +10,9 @@ import asyncio
 import time
 from pathlib import Path
 
-from actors.broker import NOT_LEADER, BrokerCore
+from actors.broker import BrokerCore
 from actors.context import RunContext
+from emulator.broker.messages import NOT_LEADER
 
 T = "t"
 WAIT_MS = 300.0  # fetch.max.wait.ms of these tests (time scale 1: wall ms)

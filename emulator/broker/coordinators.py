@@ -1,4 +1,4 @@
-"""The group coordinators one broker hosts, and the mailboxes of their answers.
+"""The group coordinators one broker hosts, the mailboxes of their answers, and their factory.
 
 A broker leads some partitions of ``__consumer_offsets``; every group that
 maps to one of them (:func:`emulator.modern.placement.coordinator_partition`)
@@ -19,6 +19,11 @@ fetch, :meth:`CoordinatorHost.offsets_snapshot`); when it stops leading one it
 unloads those groups (:meth:`CoordinatorHost.unload_partition`: parked joins
 and syncs, and every later request, get NOT_COORDINATOR).
 
+The coordinators are :class:`~emulator.modern.coordinator.GroupCoordinator`
+state machines, made per group by :func:`make_coordinator_factory` (the
+classic or the KIP-848 one, by the run's protocol). This is a plain class of
+the core, driven by the broker actor's clock (:mod:`actors.broker`).
+
 Deviations from Kafka: only the committed offsets move to the new
 coordinator. Kafka also loads the group metadata (members, generation,
 assignment) from the log; here the new coordinator starts the group empty, so
@@ -33,10 +38,15 @@ previous commit.
 from __future__ import annotations
 
 import bisect
+import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Protocol
 
+from emulator.broker.messages import GroupOffsets
+from emulator.events import EventKind
+from emulator.modern.config import modern_properties
+from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     ConsumerGroupHeartbeatRequest,
@@ -49,10 +59,23 @@ from emulator.modern.messages import (
     JoinGroupRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
+    TopicPartition,
 )
 from emulator.modern.placement import coordinator_partition
+from emulator.protocols import spec
 
-CoordinatorFactory = Callable[..., Any]
+#: Makes the coordinator of a new group: ``factory(group_id, committed)``, the
+#: committed offsets it starts from (None: none).
+CoordinatorFactory = Callable[[str, "dict[TopicPartition, int] | None"], GroupCoordinator]
+
+
+class EmitEvent(Protocol):
+    """Writes an event to the broker's log (:meth:`emulator.eventlog.EventWriter.emit`)."""
+
+    def __call__(self, kind: EventKind, **fields: object) -> None:
+        """Record one event."""
+        ...
+
 
 #: Upper bounds (emulated ms) of the heartbeat-gap histogram's buckets: every
 #: 500 ms up to 10 s (the heartbeat intervals are 3 s classic, 5 s KIP-848),
@@ -74,10 +97,8 @@ class CoordinatorHost:
     Args:
         broker_id: this broker.
         offsets_leaders: ``__consumer_offsets`` partition -> leader broker id.
-        factory: makes the coordinator state machine of a new group (with the
-            protocol's ``handle(now, request)``, ``poll(now)`` and
-            ``next_deadline()``); ``factory(group_id, committed)`` when the
-            group has committed offsets to start from.
+        factory: makes the coordinator state machine of a new group
+            (:func:`make_coordinator_factory`).
         emit: writes an event to this broker's log.
     """
 
@@ -86,14 +107,14 @@ class CoordinatorHost:
         broker_id: int,
         offsets_leaders: dict[int, int],
         factory: CoordinatorFactory,
-        emit: Callable[..., None],
+        emit: EmitEvent,
     ) -> None:
         self.broker_id = broker_id
         self.offsets_leaders = dict(offsets_leaders)
         self.num_partitions = len(offsets_leaders)
         self.factory = factory
         self._emit = emit
-        self.coordinators: dict[str, Any] = {}
+        self.coordinators: dict[str, GroupCoordinator] = {}
         self._partition_of: dict[str, int] = {}
         self._route: dict[int, str] = {}
         self._mailbox: dict[str, list[GroupResponse]] = defaultdict(list)
@@ -112,7 +133,7 @@ class CoordinatorHost:
         self.heartbeat_gap_counts = [0] * (len(HEARTBEAT_GAP_BOUNDS_MS) + 1)
         # Offsets partition -> group -> committed offsets, loaded on becoming its
         # leader and not yet handed to a coordinator.
-        self._loaded: dict[int, dict[str, dict[Any, int]]] = {}
+        self._loaded: dict[int, GroupOffsets] = {}
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
@@ -133,7 +154,7 @@ class CoordinatorHost:
         """The current leaders of the ``__consumer_offsets`` partitions (changed entries)."""
         self.offsets_leaders.update(offsets_leaders)
 
-    def load_partition(self, partition: int, groups: dict[str, dict[Any, int]]) -> None:
+    def load_partition(self, partition: int, groups: GroupOffsets) -> None:
         """This broker now leads ``partition``: its groups start from these committed offsets.
 
         Args:
@@ -152,12 +173,9 @@ class CoordinatorHost:
         for g in list(self.coordinators):
             if self.partition_for(g) != partition:
                 continue
-            coord = self.coordinators.pop(g)
-            unload = getattr(coord, "unload", None)
-            if unload is not None:
-                self._dispatch(unload(now_ms))
+            self._dispatch(self.coordinators.pop(g).unload(now_ms))
 
-    def offsets_snapshot(self, partition: int) -> dict[str, dict[Any, int]]:
+    def offsets_snapshot(self, partition: int) -> GroupOffsets:
         """The committed offsets of the groups of ``partition`` (what its log holds)."""
         out = {g: dict(o) for g, o in self._loaded.get(partition, {}).items()}
         for g, coord in self.coordinators.items():
@@ -165,10 +183,10 @@ class CoordinatorHost:
                 out[g] = dict(coord.committed_offsets())
         return out
 
-    def _create(self, group_id: str) -> Any:
+    def _create(self, group_id: str) -> GroupCoordinator:
         loaded = self._loaded.get(self.partition_for(group_id), {})
         committed = loaded.pop(group_id, None)
-        coord = self.factory(group_id, committed) if committed else self.factory(group_id)
+        coord = self.factory(group_id, committed or None)
         self.coordinators[group_id] = coord
         return coord
 
@@ -238,7 +256,7 @@ class CoordinatorHost:
             if deadline is not None and now_ms >= deadline:
                 self._dispatch(coord.poll(now_ms))
 
-    def _dispatch(self, outputs: Iterable[object]) -> None:
+    def _dispatch(self, outputs: Iterable[CoordinatorOutput]) -> None:
         for out in outputs:
             if isinstance(out, Emit):
                 fields = dict(out.fields)
@@ -255,7 +273,7 @@ class CoordinatorHost:
         if host is not None:  # a host that is gone gets nothing
             self._mailbox[host].append(resp)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """Requests served, by kind, the groups coordinated here, and the heartbeat gaps:
         their count, largest, mean, and histogram (``heartbeat_gap_histogram``: the
         count of gaps at most each bound of :data:`HEARTBEAT_GAP_BOUNDS_MS` and above
@@ -267,9 +285,7 @@ class CoordinatorHost:
             "groups": sorted(self.coordinators),
             "heartbeat_gaps": gaps,
             "heartbeat_gap_max_ms": round(self.heartbeat_gap_max_ms, 1),
-            "heartbeat_gap_mean_ms": (
-                round(self.heartbeat_gap_sum_ms / gaps, 1) if gaps else None
-            ),
+            "heartbeat_gap_mean_ms": (round(self.heartbeat_gap_sum_ms / gaps, 1) if gaps else None),
             "heartbeat_gap_histogram": list(self.heartbeat_gap_counts),
         }
 
@@ -290,3 +306,46 @@ def error_response(req: GroupRequest, error: Errors) -> GroupResponse:
     cls = kinds.get(type(req), GroupResponse)
     resp: GroupResponse = cls(req.corr, error)
     return resp
+
+
+def make_coordinator_factory(
+    protocol: str,
+    kafka: dict[str, object],
+    broker_id: int,
+    seed: int,
+    partitions_per_topic: dict[str, int],
+) -> CoordinatorFactory:
+    """The factory ``(group_id, committed) -> coordinator`` for the brokers of a ``protocol`` run.
+
+    Args:
+        protocol: a modern protocol (:mod:`emulator.protocols`).
+        kafka: the run's Kafka configs by name.
+        broker_id: the hosting broker.
+        seed: the run's seed; each group's coordinator draws from its own
+            generator, seeded by the seed, the broker and the group.
+        partitions_per_topic: the metadata image of KIP-848 coordinators,
+            shared (not copied): new groups see grown topics.
+    """
+    props = modern_properties(kafka)
+    if spec(protocol).generation == "classic":
+        from emulator.modern.classic_coordinator import ClassicGroupCoordinator
+        from emulator.modern.config import GroupCoordinatorConfig
+
+        cfg = GroupCoordinatorConfig.from_kafka(props)
+
+        def classic(group_id: str, committed: dict[TopicPartition, int] | None) -> GroupCoordinator:
+            rng = random.Random(f"{seed}/{broker_id}/{group_id}")
+            return ClassicGroupCoordinator(
+                group_id, cfg, rng, broker=broker_id, committed=committed
+            )
+
+        return classic
+    from emulator.modern.consumer_coordinator import make_consumer_coordinator
+
+    def kip848(group_id: str, committed: dict[TopicPartition, int] | None) -> GroupCoordinator:
+        rng = random.Random(f"{seed}/{broker_id}/{group_id}")
+        coord = make_consumer_coordinator(group_id, props, rng, broker_id, partitions_per_topic)
+        coord.committed.update(committed or {})
+        return coord
+
+    return kip848

@@ -1,0 +1,620 @@
+"""One broker's partitions and their rules, without I/O (Kafka's ``ReplicaManager``).
+
+Replication follows Kafka 0.8.2.2 (kafka-protocols.md A8;
+``cluster/Partition.scala``, ``server/ReplicaManager.scala``,
+``server/ReplicaFetcherThread.scala``):
+
+* Every broker holds a replica of each partition assigned to it. A follower
+  fetches from the leader (:meth:`ReplicaManager.replica_fetches`, answered by
+  the leader's :meth:`ReplicaManager.replica_fetch`), copying at most
+  ``replica.fetch.max.bytes`` (1048576) / :data:`MESSAGE_BYTES` = 1024
+  messages per partition per fetch. An answer below the follower's LEO
+  (``OffsetOutOfRange``) truncates the follower to the leader's LEO
+  (``ReplicaFetcherThread.handleOffsetOutOfRange``).
+* The leader records each follower's LEO (the fetch offset) and when it was
+  last updated; HW = the least LEO over the ISR; consumer fetches are served
+  only up to the HW (:mod:`emulator.broker.log`).
+* Every ``replica.lag.time.max.ms`` the leader removes the out-of-sync
+  followers from the ISR; a follower whose LEO reaches the HW is added back
+  (:mod:`emulator.broker.isr`).
+* Produce is answered once the HW covers the batch (``acks=all``).
+* Leader moves come from the controller as :meth:`ReplicaManager.leader_and_isr`
+  (``LeaderAndIsrRequest``) and :meth:`ReplicaManager.update_metadata`
+  (``UpdateMetadataRequest``); a broker that becomes leader of a
+  ``__consumer_offsets`` partition loads its groups' coordinators
+  (:mod:`emulator.broker.coordinators`).
+
+The manager never reads a clock (every call that needs the time takes
+``now_ms``, emulated ms) and does no I/O: what the shell must do comes back as
+outputs (:data:`~emulator.broker.messages.BrokerOutput`) and ISR writes
+(:class:`~emulator.broker.isr.IsrWrite`).
+
+Emulator choices (not Kafka): a broker keeps its logs in memory, so a
+restarted broker comes back with empty replicas (a replaced disk) and catches
+up from the leaders; a partition with no other replica loses its data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from emulator.broker import isr as isr_rules
+from emulator.broker.coordinators import CoordinatorHost, EmitEvent
+from emulator.broker.fetch import FetchSessions
+from emulator.broker.isr import IsrWrite, WriteResult
+from emulator.broker.log import Replica, serve
+from emulator.broker.messages import (
+    NOT_LEADER,
+    NOT_LEADER_ANSWER,
+    BrokerOutput,
+    ExpandIsr,
+    FetchAnswer,
+    FetchRequest,
+    GroupOffsets,
+    LeaderAndIsrState,
+    PendingProduce,
+    ProduceAnswer,
+    ReplicaFetchAnswer,
+    TopicPartition,
+)
+from emulator.controller import (
+    DEFAULT_REPLICA_LAG_MAX_MESSAGES,
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    LeaderIsr,
+    caught_up_for_expand,
+)
+from emulator.events import EventKind
+from emulator.modern.placement import OFFSETS_TOPIC
+
+#: Bytes of one emulated message (emulator knob), so a fetch of
+#: ``replica.fetch.max.bytes`` = 1048576 copies 1024 messages.
+MESSAGE_BYTES = 1024
+
+RoleChange = Literal["lead", "follow"]
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The broker settings its replication rules use.
+
+    Attributes:
+        max_fetch_messages: messages per partition per replica fetch
+            (``replica.fetch.max.bytes`` / :data:`MESSAGE_BYTES`, at least 1).
+        lag_time_max_ms: ``replica.lag.time.max.ms``, emulated ms.
+        lag_max_messages: ``replica.lag.max.messages``.
+    """
+
+    max_fetch_messages: int = 1048576 // MESSAGE_BYTES
+    lag_time_max_ms: float = float(DEFAULT_REPLICA_LAG_TIME_MAX_MS)
+    lag_max_messages: int = DEFAULT_REPLICA_LAG_MAX_MESSAGES
+
+    @classmethod
+    def from_kafka(cls, kafka: Mapping[str, object]) -> BrokerConfig:
+        """From the run's Kafka configs by name (Kafka's defaults for those not set)."""
+        return cls(
+            max_fetch_messages=max(
+                1, int(str(kafka.get("replica.fetch.max.bytes", 1048576))) // MESSAGE_BYTES
+            ),
+            lag_time_max_ms=float(
+                str(kafka.get("replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS))
+            ),
+            lag_max_messages=int(
+                str(kafka.get("replica.lag.max.messages", DEFAULT_REPLICA_LAG_MAX_MESSAGES))
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ProduceStep:
+    """A produce appended: the answers now, and the batches waiting for the HW.
+
+    Attributes:
+        answers: the partitions answered at once (not the leader).
+        pending: the partitions appended, each waiting for an
+            :class:`~emulator.broker.messages.AckProduce` of its waiter.
+        outputs: what the append caused (a batch the HW covers at once is
+            acknowledged here).
+    """
+
+    answers: dict[TopicPartition, ProduceAnswer]
+    pending: dict[TopicPartition, PendingProduce]
+    outputs: list[BrokerOutput]
+
+
+@dataclass(frozen=True)
+class ReplicaFetchResult:
+    """The leader's answers to a follower's fetch, and what the fetch caused."""
+
+    answers: dict[TopicPartition, ReplicaFetchAnswer]
+    outputs: list[BrokerOutput]
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResult:
+    """A ``LeaderAndIsrRequest`` applied: the role changes, and what they caused."""
+
+    changes: dict[TopicPartition, RoleChange]
+    outputs: list[BrokerOutput]
+
+
+@dataclass(frozen=True)
+class PushPlan:
+    """The requests a controller sends for a batch of state changes.
+
+    Attributes:
+        leader_and_isr: broker -> the states it replicates (live brokers
+            only, by broker id).
+        leaders: the new leader of each changed partition (``UpdateMetadata``
+            for every live broker).
+        assigned: the replica assignment of each changed partition.
+    """
+
+    leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrState]]
+    leaders: dict[TopicPartition, int]
+    assigned: dict[TopicPartition, list[int]]
+
+
+class ReplicaManager:
+    """One broker's replicas, fetch sessions and hosted group coordinators.
+
+    Args:
+        broker_id: Kafka's ``broker.id``.
+        config: the replication settings.
+        partitions: the partitions this broker leads alone before it reads
+            the cluster's state (without ZooKeeper these stay its only replicas).
+        leaders: the run's leader map to start from.
+        emit: writes an event to this broker's log.
+        coordinators: the group coordinators it hosts (None: a ``zookeeper`` run).
+        partition_counts: the metadata image of the coordinators (topic ->
+            partition count), shared with their factory: grown topics update it.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        partitions: Iterable[TopicPartition],
+        leaders: Mapping[TopicPartition, int],
+        emit: EmitEvent,
+        coordinators: CoordinatorHost | None = None,
+        partition_counts: dict[str, int] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._emit = emit
+        self.coordinators = coordinators
+        self.replicas: dict[TopicPartition, Replica] = {
+            tp: Replica(replicas=(broker_id,), leader=broker_id, leader_epoch=0, isr=(broker_id,))
+            for tp in partitions
+        }
+        self.leaders: dict[TopicPartition, int] = dict(leaders)
+        self.live_brokers: list[int] = []
+        self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
+        self.partition_counts = partition_counts if partition_counts is not None else {}
+        #: ``__consumer_offsets`` partition -> its groups' offsets, as this
+        #: broker's replica holds them (copied with each replica fetch).
+        self.offsets_replica: dict[int, GroupOffsets] = {}
+        self.fetch = FetchSessions(self.serve)
+        self._next_waiter = 0
+        # The replicas this broker follows, by leader: rebuilt only when a
+        # replica is added, dropped or changes leader (not on every fetch tick,
+        # which would walk every partition of the cluster 40 times a second).
+        self._followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
+        self._followers_dirty = True
+
+    # ------------------------------------------------------------ produce
+
+    def produce(self, batch: Mapping[TopicPartition, int]) -> ProduceStep:
+        """Append ``count`` messages to each partition this broker leads.
+
+        Each appended batch waits for the HW to cover it (``acks=all``).
+        """
+        answers: dict[TopicPartition, ProduceAnswer] = {}
+        pending: dict[TopicPartition, PendingProduce] = {}
+        out: list[BrokerOutput] = []
+        for tp, n in batch.items():
+            rep = self.replicas.get(tp)
+            if rep is None or rep.leader != self.broker_id or n <= 0:
+                answers[tp] = NOT_LEADER_ANSWER
+                continue
+            self._next_waiter += 1
+            start, end = rep.append(n, self._next_waiter)
+            pending[tp] = PendingProduce(start, end, self._next_waiter)
+            self._advance_hw(tp, rep, out)
+        return ProduceStep(answers, pending, out)
+
+    def drop_waiter(self, tp: TopicPartition, waiter: int) -> None:
+        """A produce stopped waiting for the HW (it timed out)."""
+        rep = self.replicas.get(tp)
+        if rep is not None:
+            rep.drop_waiter(waiter)
+
+    def fail_waiters(self) -> list[BrokerOutput]:
+        """Every waiting produce ends uncommitted (the broker stops)."""
+        out: list[BrokerOutput] = []
+        for rep in self.replicas.values():
+            out += rep.fail_waiters()
+        return out
+
+    def _advance_hw(self, tp: TopicPartition, rep: Replica, out: list[BrokerOutput]) -> None:
+        grew, acks = rep.advance_hw(self.broker_id)
+        if grew and tp in self.fetch.parked:
+            out += self.fetch.wake(tp)
+        out += acks
+
+    # -------------------------------------------------------------- fetch
+
+    def serve(
+        self, tp: TopicPartition, offset: int | None, reset: str, max_messages: int
+    ) -> tuple[int, int]:
+        """One partition's consumer fetch answer ``(start, end)``; see :meth:`Replica.serve`."""
+        return serve(self.replicas.get(tp), self.broker_id, offset, reset, max_messages)
+
+    def fetch_now(self, requests: Iterable[FetchRequest]) -> list[FetchAnswer]:
+        """A batch of consumer fetches, answered at once (no session, no wait)."""
+        out: list[FetchAnswer] = []
+        for topic, partition, offset, reset, max_n in requests:
+            start, end = self.serve((topic, partition), offset, reset, max_n)
+            out.append(FetchAnswer(topic, partition, start, end))
+        return out
+
+    def log_end_offsets(self) -> dict[TopicPartition, int]:
+        """The HW of each partition this broker leads (what consumers can reach)."""
+        return {
+            tp: r.hw
+            for tp, r in self.replicas.items()
+            if r.leader == self.broker_id and tp[0] != OFFSETS_TOPIC
+        }
+
+    # -------------------------------------------------------- replication
+
+    def replica_fetch(
+        self, now_ms: float, follower: int, fetches: Mapping[TopicPartition, int]
+    ) -> ReplicaFetchResult:
+        """A follower's fetch of the partitions this broker leads (a replica ``FetchRequest``).
+
+        Args:
+            now_ms: the emulated time.
+            follower: the follower's broker id.
+            fetches: partition -> the follower's LEO (its fetch offset).
+        """
+        answers: dict[TopicPartition, ReplicaFetchAnswer] = {}
+        out: list[BrokerOutput] = []
+        for tp, offset in fetches.items():
+            rep = self.replicas.get(tp)
+            if rep is None or rep.leader != self.broker_id or follower not in rep.replicas:
+                answers[tp] = ReplicaFetchAnswer(NOT_LEADER, NOT_LEADER, NOT_LEADER, None)
+                continue
+            if offset > rep.leo:  # OffsetOutOfRange: the follower truncates
+                answers[tp] = ReplicaFetchAnswer(rep.leo, rep.hw, rep.log_start, None)
+                continue
+            rep.follower_leo[follower] = offset
+            rep.follower_update_ms[follower] = now_ms
+            if offset >= rep.leo:
+                rep.follower_caught_up_ms[follower] = now_ms
+            self._advance_hw(tp, rep, out)
+            if caught_up_for_expand(follower, offset, rep.hw, rep.replicas, rep.isr):
+                out.append(ExpandIsr(tp, rep, follower))
+            payload = None
+            if tp[0] == OFFSETS_TOPIC and self.coordinators is not None:
+                payload = self.coordinators.offsets_snapshot(tp[1])
+            new_leo = min(rep.leo, offset + self.config.max_fetch_messages)
+            answers[tp] = ReplicaFetchAnswer(new_leo, min(rep.hw, new_leo), rep.log_start, payload)
+        return ReplicaFetchResult(answers, out)
+
+    def replica_fetches(self, busy: Container[int]) -> dict[int, dict[TopicPartition, int]]:
+        """This broker's fetches as a follower: leader -> partition -> own LEO.
+
+        Args:
+            busy: leaders with a fetch still under way (left out).
+        """
+        if self._followers_dirty:
+            self._followers_dirty = False
+            followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
+            for tp, rep in self.replicas.items():
+                if rep.leader >= 0 and rep.leader != self.broker_id:
+                    followers.setdefault(rep.leader, []).append((tp, rep))
+            self._followers = followers
+        return {
+            leader: {tp: rep.leo for tp, rep in reps}
+            for leader, reps in self._followers.items()
+            if leader not in busy
+        }
+
+    def apply_replica_answer(
+        self, leader: int, answer: Mapping[TopicPartition, ReplicaFetchAnswer]
+    ) -> None:
+        """The leader's answer to this follower's fetch: take its LEO, log start and HW."""
+        for tp, (new_leo, hw, log_start, payload) in answer.items():
+            rep = self.replicas.get(tp)
+            if rep is None or rep.leader != leader or new_leo < 0:
+                continue
+            rep.leo = new_leo
+            rep.log_start = log_start
+            rep.hw = min(hw, rep.leo)
+            if payload is not None:
+                self.offsets_replica[tp[1]] = payload
+
+    # ---------------------------------------------------------------- ISR
+
+    def begin_shrink(self, tp: TopicPartition, rep: Replica, now_ms: float) -> IsrWrite | None:
+        """The ``isr-expiration`` check of one replica: an ISR shrink to write, if due."""
+        if rep.leader != self.broker_id or len(rep.isr) <= 1:
+            return None
+        return isr_rules.plan_shrink(
+            tp,
+            rep,
+            self.broker_id,
+            now_ms,
+            self.config.lag_time_max_ms,
+            self.config.lag_max_messages,
+        )
+
+    def begin_expand(self, expand: ExpandIsr) -> IsrWrite | None:
+        """An ISR expansion to write, if still wanted when its task runs."""
+        return isr_rules.plan_expand(expand.tp, expand.replica, expand.follower)
+
+    def isr_version_read(self, write: IsrWrite, got: tuple[LeaderIsr, int] | None) -> bool:
+        """The state znode read for an unknown zkVersion; whether the write goes ahead."""
+        return isr_rules.apply_version(write, self.broker_id, got)
+
+    def isr_written(self, write: IsrWrite, version: int | None) -> WriteResult:
+        """The conditional write's result (the new zkVersion, None: failed).
+
+        A write that took is recorded in the event log (ISR_CHANGED).
+        """
+        result = isr_rules.apply_result(write, self.broker_id, version)
+        if result is WriteResult.WRITTEN:
+            self._emit(
+                EventKind.ISR_CHANGED,
+                topic=write.tp[0],
+                partition=write.tp[1],
+                broker=self.broker_id,
+                reason=write.reason,
+                generation=write.replica.leader_epoch,
+                detail=json.dumps(list(write.new_isr), separators=(",", ":")),
+            )
+        return result
+
+    def isr_reread(self, write: IsrWrite, got: tuple[LeaderIsr, int] | None) -> None:
+        """After a version conflict: the state znode as re-read."""
+        isr_rules.apply_reread(write, self.broker_id, got)
+
+    def end_isr_write(self, write: IsrWrite, written: bool) -> list[BrokerOutput]:
+        """The write is over; a shrink that took forgets the dropped followers' LEOs."""
+        rep = write.replica
+        rep.isr_write_pending = False
+        out: list[BrokerOutput] = []
+        if written and write.reason == "shrink":
+            for r in write.removed:
+                rep.follower_leo.pop(r, None)
+            self._advance_hw(write.tp, rep, out)
+        return out
+
+    # --------------------------------------------- leader and ISR moves
+
+    def load_topic(
+        self,
+        now_ms: float,
+        topic: str,
+        partitions: Sequence[tuple[int, Sequence[int], LeaderAndIsrState | None]],
+    ) -> list[BrokerOutput]:
+        """A topic as read from ZooKeeper at start: ``(partition, replicas, state)`` each.
+
+        This broker keeps a replica of the partitions assigned to it and
+        takes each one's state; it drops the others.
+        """
+        out: list[BrokerOutput] = []
+        for p, reps, st in partitions:
+            tp = (topic, p)
+            self.assignments[tp] = tuple(reps)
+            if st is not None:
+                self.leaders[tp] = st.leader
+            if self.broker_id not in reps:
+                self.replicas.pop(tp, None)
+                self._followers_dirty = True
+                out += self.fetch.wake(tp)
+                continue
+            rep = self.replicas.get(tp)
+            if rep is None:
+                rep = self.replicas[tp] = Replica(replicas=tuple(reps))
+                self._followers_dirty = True
+            rep.replicas = tuple(reps)
+            if st is not None:
+                self._apply_state(tp, rep, st, now_ms, out)
+        return out
+
+    def _apply_state(
+        self,
+        tp: TopicPartition,
+        rep: Replica,
+        state: LeaderAndIsrState,
+        now_ms: float,
+        out: list[BrokerOutput],
+    ) -> RoleChange | None:
+        """Become leader or follower of ``tp``; return ``"lead"``/``"follow"`` on a change."""
+        leader, epoch, isr, cepoch, version = state
+        if epoch < rep.leader_epoch:
+            return None  # a stale request (Kafka: "stale leader epoch")
+        was_leader = rep.leader == self.broker_id
+        rep.isr = tuple(isr)
+        rep.zk_version = version
+        rep.controller_epoch = cepoch
+        changed = leader != rep.leader or epoch != rep.leader_epoch
+        if leader != rep.leader:
+            self._followers_dirty = True
+            if tp in self.fetch.parked:
+                out += self.fetch.wake(tp)  # a fetch parked here now gets NotLeader
+        rep.leader_epoch = epoch
+        rep.leader = leader
+        if leader == self.broker_id:
+            if changed and not was_leader:
+                # makeLeader: the HW stays the replica's own; follower LEOs are unknown.
+                rep.follower_leo = {}
+                rep.follower_update_ms = {r: now_ms for r in rep.replicas if r != leader}
+                rep.follower_caught_up_ms = {}
+                self._advance_hw(tp, rep, out)
+                return "lead"
+            self._advance_hw(tp, rep, out)
+            return None
+        if was_leader:
+            out += rep.fail_waiters()
+            rep.follower_leo = {}
+            return "follow"
+        return None
+
+    def leader_and_isr(
+        self,
+        now_ms: float,
+        states: Mapping[TopicPartition, LeaderIsr | Sequence[object]],
+        live_brokers: Iterable[int],
+        replicas: Mapping[TopicPartition, Sequence[int]] | None = None,
+    ) -> LeaderAndIsrResult:
+        """``LeaderAndIsrRequest``: lead or follow each partition this broker replicates.
+
+        Args:
+            now_ms: the emulated time.
+            states: partition -> its state (see :meth:`LeaderAndIsrState.of`).
+            live_brokers: the live broker ids.
+            replicas: the assignment of partitions this broker may not know
+                yet (new topics or partitions).
+
+        A new leader starts from its own LEO and HW; a follower fetches from
+        the new leader and truncates to the leader's LEO if it is ahead. A
+        state with an older leader epoch than the replica's is ignored. The
+        groups of ``__consumer_offsets`` partitions that moved are loaded or
+        unloaded.
+        """
+        self.live_brokers = sorted(live_brokers)
+        changes: dict[TopicPartition, RoleChange] = {}
+        out: list[BrokerOutput] = []
+        for tp, raw in states.items():
+            st = LeaderAndIsrState.of(raw)
+            reps = tuple((replicas or {}).get(tp, ())) or self.assignments.get(tp, ())
+            if reps:
+                self.assignments[tp] = tuple(reps)
+            self.leaders[tp] = st.leader
+            rep = self.replicas.get(tp)
+            if rep is None:
+                if self.broker_id not in reps and self.broker_id != st.leader:
+                    continue
+                rep = self.replicas[tp] = Replica(replicas=tuple(reps) or (self.broker_id,))
+                self._followers_dirty = True
+            elif reps:
+                rep.replicas = tuple(reps)
+            change = self._apply_state(tp, rep, st, now_ms, out)
+            if change is not None:
+                changes[tp] = change
+        self._coordinator_moves(now_ms, changes)
+        return LeaderAndIsrResult(changes, out)
+
+    def _offsets_leaders(self) -> dict[int, int]:
+        return {p: b for (t, p), b in self.leaders.items() if t == OFFSETS_TOPIC}
+
+    def _coordinator_moves(
+        self, now_ms: float, changes: Mapping[TopicPartition, RoleChange]
+    ) -> None:
+        """Load or drop the groups of ``__consumer_offsets`` partitions that moved."""
+        if self.coordinators is None:
+            return
+        self.coordinators.set_leaders(self._offsets_leaders())
+        for (topic, p), change in sorted(changes.items()):
+            if topic != OFFSETS_TOPIC:
+                continue
+            if change == "lead":
+                groups = self.offsets_replica.get(p, {})
+                self.coordinators.load_partition(p, groups)
+                self._emit(
+                    EventKind.COORDINATOR_STARTED,
+                    broker=self.broker_id,
+                    partition=p,
+                    count=len(groups),
+                    reason="leader_elected",
+                )
+            else:
+                self.offsets_replica[p] = self.coordinators.offsets_snapshot(p)
+                self.coordinators.unload_partition(p, now_ms)
+
+    def update_metadata(
+        self, now_ms: float, leaders: Mapping[TopicPartition, int], live_brokers: Iterable[int]
+    ) -> None:
+        """``UpdateMetadataRequest``: changed leader map entries and the live brokers."""
+        self.leaders.update(leaders)
+        self.live_brokers = sorted(live_brokers)
+        if self.coordinators is not None:
+            self.coordinators.set_leaders(self._offsets_leaders())
+            self._maybe_grow_topics(now_ms, self.coordinators)
+
+    def _maybe_grow_topics(self, now_ms: float, coordinators: CoordinatorHost) -> None:
+        """A topic grew (new partitions in the metadata): tell the group coordinators.
+
+        A KIP-848 coordinator bumps the group epoch on its next heartbeat; a
+        classic coordinator does not use partition counts (its group leader
+        notices on a metadata refresh).
+        """
+        counts: dict[str, int] = {}
+        for t, p in self.leaders:
+            if t != OFFSETS_TOPIC:
+                counts[t] = max(counts.get(t, 0), p + 1)
+        grown = {t: n for t, n in counts.items() if n > self.partition_counts.get(t, 0)}
+        if not grown:
+            return
+        self.partition_counts.update(grown)
+        for coord in coordinators.coordinators.values():
+            coord.update_topics(now_ms, dict(self.partition_counts))
+
+    def metadata(self) -> dict[TopicPartition, int]:
+        """``TopicMetadataRequest``: partition -> leader broker id (-1: none)."""
+        return dict(self.leaders)
+
+    def replica_state(self) -> dict[TopicPartition, dict[str, object]]:
+        """Each replica's role and log (tests and the live display)."""
+        return {
+            tp: {
+                "leader": r.leader,
+                "leader_epoch": r.leader_epoch,
+                "isr": list(r.isr),
+                "leo": r.leo,
+                "hw": r.hw,
+                "replicas": list(r.replicas),
+            }
+            for tp, r in self.replicas.items()
+        }
+
+    def led(self) -> list[Replica]:
+        """The replicas this broker leads."""
+        return [r for r in self.replicas.values() if r.leader == self.broker_id]
+
+    # ------------------------------------------------------ controller side
+
+    def knows_assignment(self, tp: TopicPartition) -> bool:
+        """Whether the replica assignment of ``tp`` is known here."""
+        return tp in self.assignments
+
+    def record_assignment(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
+        """A topic's replica assignment as read from ZooKeeper."""
+        for p, reps in assignment.items():
+            self.assignments[(topic, p)] = tuple(reps)
+
+    def push_plan(
+        self, changes: Mapping[TopicPartition, LeaderIsr | Sequence[object]], live: Container[int]
+    ) -> PushPlan:
+        """What the controller sends for ``changes`` (``ControllerBrokerRequestBatch``).
+
+        ``LeaderAndIsrRequest`` goes to the live assigned replicas and the
+        leader of each changed partition, ``UpdateMetadataRequest`` to every
+        live broker.
+        """
+        per_broker: dict[int, dict[TopicPartition, LeaderAndIsrState]] = {}
+        leaders: dict[TopicPartition, int] = {}
+        for tp, raw in changes.items():
+            st = LeaderAndIsrState.of(raw)
+            leaders[tp] = st.leader
+            for b in set(self.assignments.get(tp, ())) | {st.leader}:
+                if b in live:
+                    per_broker.setdefault(b, {})[tp] = st
+        assigned = {tp: list(self.assignments.get(tp, ())) for tp in changes}
+        return PushPlan(dict(sorted(per_broker.items())), leaders, assigned)
