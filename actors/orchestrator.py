@@ -672,7 +672,7 @@ class ProtocolRun:
 
     def _apply(self, action: Any, log: Any, origin: float, crashers: set[str]) -> None:
         """Carry out one planned action, recorded as an event; skip what does not apply."""
-        from emulator.faults import applicability
+        from emulator.scenario.faults import applicability
 
         sc = self.scenario
         params = json.dumps(action.params(), sort_keys=True)

@@ -14,7 +14,6 @@ import random
 
 import pytest
 
-from emulator import scenario as scenario_module
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.modern.config import ClassicConsumerConfig, GroupCoordinatorConfig
 from emulator.modern.consumer_member import Kip848ConsumerConfig
@@ -43,6 +42,7 @@ from emulator.scenario import (
     ScenarioError,
     parse_scenario,
 )
+from emulator.scenario import plan as scenario_module
 from zk_registry.layout import encode_topic_assignment
 from zk_registry.server import negotiated_session_timeout_ms, tick_time_for
 
