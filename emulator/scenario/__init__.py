@@ -137,20 +137,22 @@ other keys, as in Kafka: ``rebalance.backoff.ms`` defaults to the *configured*
 
 The package, split by job (this module is its face: import from here):
 
-* :mod:`~emulator.scenario.keys`: the Kafka key registry (names, types,
-  defaults per generation, the rules between keys);
 * :mod:`~emulator.scenario.limits`: the size bounds, each with its reason;
 * :mod:`~emulator.scenario.model`: :class:`Scenario` and its parts;
 * :mod:`~emulator.scenario.faults`: the planned actions and where they apply;
 * :mod:`~emulator.scenario.plan`: the timeline expanded into the seeded plan;
 * :mod:`~emulator.scenario.parse`: TOML to a validated :class:`Scenario`;
 * :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages.
+
+The Kafka key registry the ``[kafka]`` table is checked against is
+:mod:`emulator.kafka_keys`, a leaf of the core: the config classes read their
+defaults there too, and :meth:`Scenario.client_config` builds them from the scenario.
 """
 
 from __future__ import annotations
 
+from emulator.kafka_keys import INT32_MAX, KAFKA_CONFIG_KEYS, KafkaKeySpec, KafkaValue
 from emulator.scenario.errors import ScenarioError
-from emulator.scenario.keys import INT32_MAX, KAFKA_CONFIG_KEYS, KafkaKeySpec, KafkaValue
 from emulator.scenario.limits import (
     MAX_BATCH_SIZE,
     MAX_BROKERS,

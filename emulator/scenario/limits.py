@@ -6,7 +6,7 @@ bound before it builds anything proportional to the size (member names, the
 plan); the two bounds of the plan itself, :data:`~emulator.scenario.plan.MAX_TIMELINE_ENTRIES`
 and :data:`~emulator.scenario.plan.MAX_PLANNED_STEPS`, live with the planner.
 These are emulator limits, not Kafka's (Kafka's own limit on an ``int`` config,
-a Java int, is :data:`emulator.scenario.keys.INT32_MAX`).
+a Java int, is :data:`emulator.kafka_keys.INT32_MAX`).
 """
 
 from __future__ import annotations

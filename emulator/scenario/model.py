@@ -22,15 +22,23 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from emulator.protocols import GENERATIONS
+from emulator.kafka_keys import KafkaSettings, KafkaValue
+from emulator.legacy.config import LegacyConsumerConfig
+from emulator.modern.config import (
+    ClassicConsumerConfig,
+    GroupCoordinatorConfig,
+    Kip848ConsumerConfig,
+    modern_properties,
+)
+from emulator.protocols import GENERATIONS, assignor_for, spec
 from emulator.scenario.faults import ACTIONS, PlannedAction
-from emulator.scenario.keys import KAFKA_CONFIG_KEYS, KafkaValue, effective_value
 from emulator.scenario.plan import MEMBER_RE, MembershipChange, creation_index, expand, member_name
 
 __all__ = [
     "AUTO_COMMIT_KEYS",
     "PLACEMENT_ROLES",
     "TIMELINE_ACTIONS",
+    "ClientConfig",
     "ClusterSpec",
     "GroupSpec",
     "PlacementSpec",
@@ -39,6 +47,9 @@ __all__ = [
     "TimelineEvent",
     "TopicSpec",
 ]
+
+ClientConfig = LegacyConsumerConfig | ClassicConsumerConfig | Kip848ConsumerConfig
+"""A member's client settings: the 0.8.2 consumer's, the classic client's or the KIP-848 one's."""
 
 TIMELINE_ACTIONS: Final = (
     *ACTIONS[: ACTIONS.index("zk_restart") + 1],
@@ -266,9 +277,9 @@ class Scenario:
         Raises:
             KeyError: no such topic.
         """
-        for spec in self.topics:
-            if spec.name == name:
-                return spec
+        for topic in self.topics:
+            if topic.name == name:
+                return topic
         raise KeyError(name)
 
     def subscription(self) -> dict[str, int]:
@@ -348,18 +359,27 @@ class Scenario:
 
     # ---- Kafka configs
 
+    def kafka_settings(self, protocol: str = "zookeeper") -> KafkaSettings:
+        """Every Kafka config a generation reads, resolved from ``[kafka]`` and typed.
+
+        Args:
+            protocol: one of :data:`emulator.protocols.GENERATIONS`.
+        """
+        return KafkaSettings(protocol, self.kafka_version, self.kafka)
+
     def kafka_config(self, name: str, protocol: str = "zookeeper") -> KafkaValue:
         """The effective value of Kafka config ``name`` for a generation.
 
         The ``[kafka]`` value if set; otherwise Kafka's default for
-        ``protocol``, which may be derived from other effective values
+        ``protocol`` (and, for the classic and KIP-848 generations, for
+        :attr:`kafka_version`), which may be derived from other effective values
         (``rebalance.backoff.ms`` follows ``zookeeper.sync.time.ms``,
         ``zookeeper.connection.timeout.ms`` follows
         ``zookeeper.session.timeout.ms``, ``dual.commit.enabled`` is
         ``offsets.storage == "kafka"``).
 
         Args:
-            name: a key of :data:`KAFKA_CONFIG_KEYS`.
+            name: a key of :data:`emulator.kafka_keys.KAFKA_KEYS`.
             protocol: one of :data:`emulator.protocols.GENERATIONS`; matters only for keys whose
                 default differs between generations.
 
@@ -370,7 +390,7 @@ class Scenario:
             KeyError: unknown config name.
             ValueError: unknown protocol.
         """
-        return effective_value(name, self.kafka, protocol)
+        return self.kafka_settings(protocol).value(name)
 
     def kafka_int(self, name: str, protocol: str = "zookeeper") -> int:
         """:meth:`kafka_config` for an ``int`` key.
@@ -379,10 +399,7 @@ class Scenario:
             KeyError: unknown config name.
             TypeError: the key is not an integer config.
         """
-        value = self.kafka_config(name, protocol)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"Kafka config {name!r} is not an integer")
-        return value
+        return self.kafka_settings(protocol).get_int(name)
 
     def kafka_bool(self, name: str, protocol: str = "zookeeper") -> bool:
         """:meth:`kafka_config` for a ``bool`` key.
@@ -391,10 +408,7 @@ class Scenario:
             KeyError: unknown config name.
             TypeError: the key is not a boolean config.
         """
-        value = self.kafka_config(name, protocol)
-        if not isinstance(value, bool):
-            raise TypeError(f"Kafka config {name!r} is not a boolean")
-        return value
+        return self.kafka_settings(protocol).get_bool(name)
 
     def kafka_str(self, name: str, protocol: str = "zookeeper") -> str:
         """:meth:`kafka_config` for a ``str`` or ``list`` key.
@@ -403,18 +417,89 @@ class Scenario:
             KeyError: unknown config name.
             TypeError: the key is not a string config.
         """
-        value = self.kafka_config(name, protocol)
-        if not isinstance(value, str):
-            raise TypeError(f"Kafka config {name!r} is not a string")
-        return value
+        return self.kafka_settings(protocol).get_str(name)
 
     def kafka_list(self, name: str, protocol: str = "zookeeper") -> tuple[str, ...]:
         """A ``list`` key split on commas, as Kafka parses its LIST type."""
-        return tuple(item.strip() for item in self.kafka_str(name, protocol).split(","))
+        return self.kafka_settings(protocol).get_list(name)
 
     def effective_kafka_config(self, protocol: str = "zookeeper") -> dict[str, KafkaValue]:
-        """Every known Kafka config with its effective value for ``protocol``."""
-        return {name: self.kafka_config(name, protocol) for name in KAFKA_CONFIG_KEYS}
+        """Every Kafka config a scenario may set, with its effective value for ``protocol``."""
+        return self.kafka_settings(protocol).all()
+
+    # ---- typed configs, per generation
+
+    def legacy_config(self, protocol: str = "zookeeper") -> LegacyConsumerConfig:
+        """The 0.8.2 consumer's settings for a run of ``protocol`` (a run protocol).
+
+        ``partition.assignment.strategy`` is the assignor the run protocol runs
+        with (:func:`emulator.protocols.assignor_for`, ``[group].assignor`` where it applies).
+
+        Raises:
+            ValueError: not a run protocol.
+        """
+        props: dict[str, object] = dict(self.kafka)
+        props["partition.assignment.strategy"] = assignor_for(protocol, self.group.assignor)[0]
+        return LegacyConsumerConfig.from_kafka(props)
+
+    def classic_config(self, protocol: str, member: str | None = None) -> ClassicConsumerConfig:
+        """A classic client's settings for a run of ``protocol``, at :attr:`kafka_version`.
+
+        ``partition.assignment.strategy`` is the run protocol's assignor; with
+        ``member``, ``client.id`` is its name and, under
+        ``[group].static_membership``, ``group.instance.id`` is ``<group>-<member>``.
+
+        Raises:
+            ValueError: not a run protocol, or a value the release refuses
+                (``group.instance.id`` before 2.3.0, ...).
+        """
+        props = self._member_props(member)
+        props["partition.assignment.strategy"] = assignor_for(protocol, self.group.assignor)[0]
+        return ClassicConsumerConfig.from_kafka(props, kafka_version=self.kafka_version)
+
+    def kip848_config(
+        self, protocol: str = "consumer", member: str | None = None
+    ) -> Kip848ConsumerConfig:
+        """A KIP-848 client's settings for a run of ``protocol``, at :attr:`kafka_version`.
+
+        ``group.remote.assignor`` is the run protocol's server-side assignor;
+        ``group.instance.id`` as in :meth:`classic_config`.
+
+        Raises:
+            ValueError: not a run protocol.
+        """
+        props = self._member_props(member)
+        props["group.remote.assignor"] = assignor_for(protocol, self.group.assignor)[0]
+        return Kip848ConsumerConfig.from_kafka(props, kafka_version=self.kafka_version)
+
+    def client_config(self, protocol: str, member: str | None = None) -> ClientConfig:
+        """The client settings of a run protocol's members: :meth:`legacy_config`,
+        :meth:`classic_config` or :meth:`kip848_config` by its generation.
+
+        Raises:
+            ValueError: not a run protocol, or a value the release refuses.
+        """
+        generation = spec(protocol).generation
+        if generation == "zookeeper":
+            return self.legacy_config(protocol)
+        if generation == "classic":
+            return self.classic_config(protocol, member)
+        return self.kip848_config(protocol, member)
+
+    def coordinator_config(self) -> GroupCoordinatorConfig:
+        """The brokers' group-coordinator settings (classic, KIP-848) at :attr:`kafka_version`."""
+        return GroupCoordinatorConfig.from_kafka(
+            modern_properties(self.kafka), kafka_version=self.kafka_version
+        )
+
+    def _member_props(self, member: str | None) -> dict[str, object]:
+        """``[kafka]`` as a modern client reads it, with ``member``'s identity."""
+        props = modern_properties(self.kafka)
+        if member is not None:
+            props["client.id"] = member
+            if self.group.static_membership:
+                props["group.instance.id"] = f"{self.group.id}-{member}"
+        return props
 
     # ---- serialisation
 

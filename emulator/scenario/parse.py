@@ -9,7 +9,7 @@ keys (any other key is an error); every size is checked against its bound
 (:mod:`emulator.scenario.limits`) before anything proportional to it is built,
 and the timeline is expanded once (:mod:`emulator.scenario.plan`) to check it
 through time. ``[kafka]`` values are checked against the key registry
-(:mod:`emulator.scenario.keys`): their type, range and the rules between keys.
+(:mod:`emulator.kafka_keys`): their type, range and the rules between keys.
 """
 
 from __future__ import annotations
@@ -25,11 +25,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from emulator.delivery import MANUAL_COMMIT_MODES, REBALANCE_LISTENERS
-from emulator.modern.config import parse_kafka_version
-from emulator.scenario import plan
-from emulator.scenario.errors import ScenarioError, did_you_mean, int_requirement, show, tighter
-from emulator.scenario.faults import PARTITION_TARGETS
-from emulator.scenario.keys import (
+from emulator.kafka_keys import (
     INT32_MAX,
     KAFKA_CONFIG_KEYS,
     KAFKA_ORDER_RULES,
@@ -37,7 +33,11 @@ from emulator.scenario.keys import (
     KafkaValue,
     effective_value,
     kafka_int_limit,
+    parse_kafka_version,
 )
+from emulator.scenario import plan
+from emulator.scenario.errors import ScenarioError, did_you_mean, int_requirement, show, tighter
+from emulator.scenario.faults import PARTITION_TARGETS
 from emulator.scenario.limits import (
     MAX_BATCH_SIZE,
     MAX_BROKERS,

@@ -17,9 +17,9 @@ import pytest
 
 from emulator.clock import FakeClock
 from emulator.events import EventKind as K
+from emulator.modern.config import Kip848ConsumerConfig
 from emulator.modern.consumer_member import (
     ConsumerMember,
-    Kip848ConsumerConfig,
     LocalAssignment,
     MemberState,
     Output,

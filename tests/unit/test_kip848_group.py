@@ -35,8 +35,9 @@ import pytest
 
 from emulator.clock import FakeClock
 from emulator.events import EventKind as K
+from emulator.modern.config import Kip848ConsumerConfig
 from emulator.modern.consumer_coordinator import ConsumerGroupCoordinator, GroupState
-from emulator.modern.consumer_member import ConsumerMember, Kip848ConsumerConfig, MemberState
+from emulator.modern.consumer_member import ConsumerMember, MemberState
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     ConsumerGroupHeartbeatRequest,

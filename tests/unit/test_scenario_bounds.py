@@ -15,8 +15,11 @@ import random
 import pytest
 
 from emulator.legacy.config import LegacyConsumerConfig
-from emulator.modern.config import ClassicConsumerConfig, GroupCoordinatorConfig
-from emulator.modern.consumer_member import Kip848ConsumerConfig
+from emulator.modern.config import (
+    ClassicConsumerConfig,
+    GroupCoordinatorConfig,
+    Kip848ConsumerConfig,
+)
 from emulator.scenario import (
     INT32_MAX,
     KAFKA_CONFIG_KEYS,
