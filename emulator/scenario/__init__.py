@@ -142,7 +142,8 @@ The package, split by job (this module is its face: import from here):
 * :mod:`~emulator.scenario.faults`: the planned actions and where they apply;
 * :mod:`~emulator.scenario.plan`: the timeline expanded into the seeded plan;
 * :mod:`~emulator.scenario.parse`: TOML to a validated :class:`Scenario`;
-* :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages.
+* :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages;
+* :mod:`~emulator.scenario.settings`: the brokers' and the fetch path's typed settings.
 
 The Kafka key registry the ``[kafka]`` table is checked against is
 :mod:`emulator.kafka_keys`, a leaf of the core: the config classes read their
@@ -151,7 +152,13 @@ defaults there too, and :meth:`Scenario.client_config` builds them from the scen
 
 from __future__ import annotations
 
-from emulator.kafka_keys import INT32_MAX, KAFKA_CONFIG_KEYS, KafkaKeySpec, KafkaValue
+from emulator.kafka_keys import (
+    INT32_MAX,
+    KAFKA_CONFIG_KEYS,
+    KafkaKeySpec,
+    KafkaSettings,
+    KafkaValue,
+)
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.limits import (
     MAX_BATCH_SIZE,
@@ -178,6 +185,7 @@ from emulator.scenario.model import (
     AUTO_COMMIT_KEYS,
     PLACEMENT_ROLES,
     TIMELINE_ACTIONS,
+    ClientConfig,
     ClusterSpec,
     GroupSpec,
     PlacementSpec,
@@ -201,6 +209,7 @@ from emulator.scenario.plan import (
     MembershipChange,
     member_name,
 )
+from emulator.scenario.settings import BrokerSettings, FetchSettings
 
 __all__ = [
     "ASSIGNOR_NAMES",
@@ -232,9 +241,13 @@ __all__ = [
     "TIMELINE_ACTIONS",
     "ZK_MIN_SESSION_TIMEOUT_MS",
     "ZOOKEEPER_ENSEMBLE_SIZES",
+    "BrokerSettings",
+    "ClientConfig",
     "ClusterSpec",
+    "FetchSettings",
     "GroupSpec",
     "KafkaKeySpec",
+    "KafkaSettings",
     "KafkaValue",
     "MembershipChange",
     "PlacementSpec",

@@ -33,6 +33,7 @@ from emulator.modern.config import (
 from emulator.protocols import GENERATIONS, assignor_for, spec
 from emulator.scenario.faults import ACTIONS, PlannedAction
 from emulator.scenario.plan import MEMBER_RE, MembershipChange, creation_index, expand, member_name
+from emulator.scenario.settings import BrokerSettings, FetchSettings
 
 __all__ = [
     "AUTO_COMMIT_KEYS",
@@ -492,6 +493,22 @@ class Scenario:
             modern_properties(self.kafka), kafka_version=self.kafka_version
         )
 
+    def broker_settings(self, protocol: str) -> BrokerSettings:
+        """The brokers' settings for a run of ``protocol`` (a run protocol or a generation).
+
+        Raises:
+            ValueError: neither a run protocol nor a generation.
+        """
+        return BrokerSettings.from_settings(self.kafka_settings(_generation(protocol)))
+
+    def fetch_settings(self, protocol: str) -> FetchSettings:
+        """The consumers' fetch path for a run of ``protocol`` (a run protocol or a generation).
+
+        Raises:
+            ValueError: neither a run protocol nor a generation.
+        """
+        return FetchSettings.from_settings(self.kafka_settings(_generation(protocol)))
+
     def _member_props(self, member: str | None) -> dict[str, object]:
         """``[kafka]`` as a modern client reads it, with ``member``'s identity."""
         props = modern_properties(self.kafka)
@@ -560,3 +577,12 @@ class Scenario:
             "action_plan": [{"action": a.action, **a.params()} for a in self.action_plan()],
             "host_count": self.host_count,
         }
+
+
+def _generation(protocol: str) -> str:
+    """The generation of a run protocol; a generation is its own.
+
+    Raises:
+        ValueError: neither.
+    """
+    return protocol if protocol in GENERATIONS else spec(protocol).generation
