@@ -8,8 +8,10 @@ errors, with a did-you-mean when a known key is close. ``timeline[i]`` and
 keys (any other key is an error); every size is checked against its bound
 (:mod:`emulator.scenario.limits`) before anything proportional to it is built,
 and the timeline is expanded once (:mod:`emulator.scenario.plan`) to check it
-through time. ``[kafka]`` values are checked against the key registry
-(:mod:`emulator.kafka_keys`): their type, range and the rules between keys.
+through time (the entries are read by :mod:`emulator.scenario.timeline`, the
+typed reads are :mod:`emulator.scenario.reader`'s). ``[kafka]`` values are
+checked against the key registry (:mod:`emulator.kafka_keys`): their type,
+range and the rules between keys.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Final
 
 from emulator.delivery import MANUAL_COMMIT_MODES, REBALANCE_LISTENERS
 from emulator.kafka_keys import (
@@ -37,7 +39,6 @@ from emulator.kafka_keys import (
 )
 from emulator.scenario import plan
 from emulator.scenario.errors import ScenarioError, did_you_mean, int_requirement, show, tighter
-from emulator.scenario.faults import PARTITION_TARGETS
 from emulator.scenario.limits import (
     MAX_BATCH_SIZE,
     MAX_BROKERS,
@@ -62,15 +63,15 @@ from emulator.scenario.limits import (
 from emulator.scenario.model import (
     AUTO_COMMIT_KEYS,
     PLACEMENT_ROLES,
-    TIMELINE_ACTIONS,
     ClusterSpec,
     GroupSpec,
     PlacementSpec,
     ProducerSpec,
     Scenario,
-    TimelineEvent,
     TopicSpec,
 )
+from emulator.scenario.reader import TableReader, in_array, in_section
+from emulator.scenario.timeline import TimelineReader
 
 __all__ = [
     "ASSIGNOR_NAMES",
@@ -95,192 +96,14 @@ PARTITIONERS: Final = ("round-robin", "key-hash", "explicit")
 ZOOKEEPER_ENSEMBLE_SIZES: Final = (1, 3, 5)
 """How many members the embedded ZooKeeper ensemble may have."""
 
-# The keys each timeline action takes, besides at_s and action.
-_TIMELINE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
-    "join": ("count", "interval_s"),
-    "leave": ("member", "count", "interval_s"),
-    "crash": ("member", "count", "interval_s"),
-    "restart": ("member", "members", "interval_s", "downtime_s"),
-    "pause": ("member", "duration_s"),
-    "slow": ("member", "duration_s", "processing_ms_per_message"),
-    "network_partition": ("member", "members", "target", "duration_s"),
-    "host_crash": ("host",),
-    "broker_crash": ("broker", "restart_after_s"),
-    "broker_restart": ("broker",),
-    "zk_crash": ("zk_member", "restart_after_s"),
-    "zk_restart": ("zk_member",),
-    "zk_quorum_loss": ("duration_s",),
-    "add_partitions": ("topic", "partitions"),
-    "subscribe": ("members", "topics"),
-}
-_ALL_TIMELINE_KEYS: Final = (
-    "at_s",
-    "action",
-    *dict.fromkeys(k for keys in _TIMELINE_KEYS.values() for k in keys),
-)
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
 _PLACEMENT_RE: Final = re.compile(
     r"default|spread|resource:[A-Za-z0-9_.\-]{1,100}|node:[0-9A-Za-z.:\-]{1,100}"
 )
 
 
-class _Parser:
+class _Parser(TableReader):
     """Reads one TOML document into a :class:`Scenario`, failing on the first error."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    # ---- failures
-
-    def fail(self, key: str, message: str) -> NoReturn:
-        raise ScenarioError(self.source, key, message)
-
-    def must(self, key: str, requirement: str, got: object) -> NoReturn:
-        self.fail(key, f"{key} must be {requirement}, got {show(got)}")
-
-    def check_keys(
-        self, table: Mapping[str, object], allowed: Sequence[str], render: Callable[[str], str]
-    ) -> None:
-        for key in table:
-            if key not in allowed:
-                hint = did_you_mean(key, allowed, render)
-                self.fail(render(key), f"{render(key)}: unknown key{hint}")
-
-    # ---- typed getters
-
-    def table(self, doc: Mapping[str, object], key: str) -> dict[str, object]:
-        value = doc.get(key, {})
-        if not isinstance(value, dict):
-            self.must(f"[{key}]", "a table", value)
-        return value
-
-    def integer(
-        self,
-        table: Mapping[str, object],
-        key: str,
-        shown: str,
-        default: int | None,
-        minimum: int | None = None,
-        maximum: int | None = None,
-        bound_note: str = "",
-        limit: int | None = None,
-        limit_note: str = "",
-    ) -> int:
-        """An integer in ``[minimum, maximum]``, then at most ``limit`` (a size bound, its reason
-        in ``limit_note``: "must be an integer <= 1000 (why), got 5000")."""
-        if key not in table:
-            if default is None:
-                self.fail(shown, f"{shown} is required")
-            return default
-        value = table[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or (minimum is not None and value < minimum)
-            or (maximum is not None and value > maximum)
-        ):
-            self.must(shown, int_requirement(minimum, maximum, bound_note), value)
-        if limit is not None and value > limit:
-            self.must(shown, int_requirement(None, limit, limit_note), value)
-        return value
-
-    def number(
-        self,
-        table: Mapping[str, object],
-        key: str,
-        shown: str,
-        default: float | None,
-        requirement: str,
-        accept: Callable[[float], bool],
-        limit: float | None = None,
-        limit_note: str = "",
-    ) -> float:
-        """A finite number ``accept`` takes, then at most ``limit`` (as in :meth:`integer`)."""
-        if key not in table:
-            if default is None:
-                self.fail(shown, f"{shown} is required")
-            return default
-        value = table[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not accept(float(value))
-        ):
-            self.must(shown, requirement, value)
-        if limit is not None and value > limit:
-            self.must(shown, f"a number <= {_number(limit)} ({limit_note})", value)
-        return float(value)
-
-    def string(
-        self,
-        table: Mapping[str, object],
-        key: str,
-        shown: str,
-        default: str | None,
-        pattern: re.Pattern[str] | None = None,
-        max_len: int | None = None,
-        requirement: str = "a string",
-    ) -> str:
-        if key not in table:
-            if default is None:
-                self.fail(shown, f"{shown} is required")
-            return default
-        value = table[key]
-        if (
-            not isinstance(value, str)
-            or (pattern is not None and pattern.fullmatch(value) is None)
-            or (max_len is not None and len(value) > max_len)
-        ):
-            self.must(shown, requirement, value)
-        return value
-
-    def choice(
-        self,
-        table: Mapping[str, object],
-        key: str,
-        shown: str,
-        default: str | None,
-        choices: Sequence[str],
-        lookup: Container[str] | None = None,
-    ) -> str:
-        """One of ``choices`` (``lookup``: the same names, for an O(1) ``in``)."""
-        fast = table.get(key)
-        if isinstance(fast, str) and fast in (choices if lookup is None else lookup):
-            return fast  # the common case, without building the message
-        requirement = "one of " + _one_of(choices)
-        value = self.string(table, key, shown, default, requirement=requirement)
-        if value not in choices:
-            hint = did_you_mean(value, choices, json.dumps)
-            self.fail(shown, f"{shown} must be {requirement}, got {show(value)}{hint}")
-        return value
-
-    def topic_list(
-        self,
-        table: Mapping[str, object],
-        key: str,
-        shown: str,
-        known: Sequence[str],
-        lookup: Container[str] | None = None,
-    ) -> tuple[str, ...]:
-        """Declared topics, each once (``lookup``: ``known`` as a set, for an O(1) ``in``)."""
-        if key not in table:
-            return tuple(known)
-        value = table[key]
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            self.must(shown, "a non-empty array of topic names", value)
-        names = frozenset(known) if lookup is None else lookup
-        seen: set[str] = set()
-        for i, name in enumerate(value):
-            if name not in names:
-                hint = did_you_mean(name, known, json.dumps)
-                self.fail(f"{shown}[{i}]", f"{shown}[{i}]: no topic {show(name)} is defined{hint}")
-            if name in seen:
-                self.fail(f"{shown}[{i}]", f"{shown}[{i}]: topic {show(name)} is listed twice")
-            seen.add(name)
-        return tuple(value)
-
-    # ---- sections
 
     def parse(self, doc: dict[str, object]) -> Scenario:
         for key, value in doc.items():
@@ -363,7 +186,9 @@ class _Parser:
                     )
                 kafka[key] = False  # the application commits: auto-commit off everywhere
         placement = self.placement(self.table(doc, "placement"))
-        timeline = self.timeline(doc, duration_s, cluster, topics, group.consumers)
+        timeline = TimelineReader(self.source).timeline(
+            doc, duration_s, cluster, topics, group.consumers
+        )
         self.member_bounds(
             group, group.consumers + sum(e.count for e in timeline if e.action == "join")
         )
@@ -412,7 +237,7 @@ class _Parser:
             )
 
     def placement(self, table: dict[str, object]) -> PlacementSpec:
-        self.check_keys(table, PLACEMENT_ROLES, _in_section("placement"))
+        self.check_keys(table, PLACEMENT_ROLES, in_section("placement"))
         values = {
             role: self.string(
                 table,
@@ -427,7 +252,7 @@ class _Parser:
         return PlacementSpec(**values)
 
     def cluster(self, table: dict[str, object]) -> ClusterSpec:
-        self.check_keys(table, ("brokers", "zookeeper_ensemble"), _in_section("cluster"))
+        self.check_keys(table, ("brokers", "zookeeper_ensemble"), in_section("cluster"))
         brokers = self.integer(
             table,
             "brokers",
@@ -460,7 +285,7 @@ class _Parser:
         partition_total = replica_total = 0
         for i, table in enumerate(raw):
             where = f"topics[{i}]"
-            self.check_keys(table, ("name", "partitions", "replication_factor"), _in_array(where))
+            self.check_keys(table, ("name", "partitions", "replication_factor"), in_array(where))
             name = self.string(
                 table,
                 "name",
@@ -527,7 +352,7 @@ class _Parser:
         self.check_keys(
             table,
             ("rate_per_s", "topics", "partitioner", "batch_size", "explicit_partition"),
-            _in_section("producer"),
+            in_section("producer"),
         )
         rate = self.number(
             table,
@@ -597,7 +422,7 @@ class _Parser:
                 "manual_commit",
                 "rebalance_listener",
             ),
-            _in_section("group"),
+            in_section("group"),
         )
         manual = self.choice(
             table, "manual_commit", "[group].manual_commit", "none", MANUAL_COMMIT_MODES
@@ -762,271 +587,6 @@ class _Parser:
             self.must(shown, requirement, value)
         return value
 
-    def timeline(
-        self,
-        doc: Mapping[str, object],
-        duration_s: float,
-        cluster: ClusterSpec,
-        topics: Sequence[TopicSpec],
-        consumers: int,
-    ) -> tuple[TimelineEvent, ...]:
-        raw = doc.get("timeline", [])
-        if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
-            self.must("timeline", "an array of tables ([[timeline]])", raw)
-        if len(raw) > plan.MAX_TIMELINE_ENTRIES:
-            self.fail(
-                "timeline",
-                f"timeline: {len(raw)} [[timeline]] entries, more than {plan.MAX_TIMELINE_ENTRIES} "
-                "(the orchestrator schedules, and the manifest lists, every one)",
-            )
-        topic_names = [t.name for t in topics]
-        replication = {t.name: t.replication_factor for t in topics}
-        members = consumers
-        events: list[TimelineEvent] = []
-        for i, table in enumerate(raw):
-            event = self.timeline_event(table, i, duration_s, cluster, topic_names, replication)
-            if event.action == "join":
-                # Before the planner names every member: the total stays bounded.
-                if members + event.count > MAX_MEMBERS:
-                    self.must(
-                        f"timeline[{i}].count",
-                        int_requirement(
-                            None,
-                            MAX_MEMBERS - members,
-                            f"at most {MAX_MEMBERS} members over the run; [group].consumers "
-                            f"and the joins before it make {members}",
-                        ),
-                        event.count,
-                    )
-                members += event.count
-            events.append(event)
-        events.sort(key=lambda e: e.at_s)  # stable: ties keep file order
-        return tuple(events)
-
-    def timeline_event(
-        self,
-        table: Mapping[str, object],
-        i: int,
-        duration_s: float,
-        cluster: ClusterSpec,
-        topic_names: Sequence[str],
-        replication: Mapping[str, int],
-    ) -> TimelineEvent:
-        """One entry; ``replication``: each topic's replication factor (and its name set)."""
-        where = f"timeline[{i}]"
-        self.check_keys(table, _ALL_TIMELINE_KEYS, _in_array(where))
-        at_s = self.number(
-            table,
-            "at_s",
-            f"{where}.at_s",
-            None,
-            f"a number between 0 and duration_s ({duration_s})",
-            lambda x: 0 <= x <= duration_s,
-        )
-        action = self.choice(table, "action", f"{where}.action", None, TIMELINE_ACTIONS)
-        allowed = _TIMELINE_KEYS[action]
-        for key in table:
-            if key in ("at_s", "action") or key in allowed:
-                continue
-            if action == "join" and key == "member":
-                self.fail(
-                    f"{where}.member",
-                    f"{where}.member: not allowed for a join (new members are named "
-                    "c-<n> in creation order)",
-                )
-            takes = ", ".join(allowed)
-            self.fail(
-                f"{where}.{key}", f"{where}.{key}: not allowed for a {action} (it takes {takes})"
-            )
-
-        def positive(key: str) -> float | None:
-            if key not in table:
-                return None
-            return required_positive(key)
-
-        def required_positive(key: str) -> float:
-            return self.number(
-                table,
-                key,
-                f"{where}.{key}",
-                None,
-                "a number > 0",
-                lambda x: x > 0,
-                MAX_DURATION_S,
-                "7 emulated days, the longest run",
-            )
-
-        def index(key: str, size: int, note: str) -> int:
-            return self.integer(table, key, f"{where}.{key}", None, 0, size - 1, note)
-
-        # The fields gathered first and the event built once (``replace`` per field
-        # costs more than the rest of the entry's checks).
-        fields: dict[str, Any] = {}
-        if action == "join":
-            fields["count"] = self.integer(
-                table,
-                "count",
-                f"{where}.count",
-                1,
-                1,
-                limit=MAX_MEMBERS,
-                limit_note="the most members a run holds",
-            )
-            fields["interval_s"] = positive("interval_s")
-        elif action in ("leave", "crash"):
-            fields.update(self.departure(table, action, where, positive("interval_s")))
-        elif action in ("restart", "network_partition", "subscribe"):
-            fields.update(self.who(table, action, where, many=True))
-        elif action in ("pause", "slow"):
-            fields.update(self.who(table, action, where, many=False))
-        if action == "restart":
-            fields["interval_s"] = positive("interval_s")
-            fields["downtime_s"] = self.number(
-                table,
-                "downtime_s",
-                f"{where}.downtime_s",
-                0.0,
-                "a number >= 0",
-                lambda x: x >= 0,
-                MAX_DURATION_S,
-                "7 emulated days, the longest run",
-            )
-        if action in ("pause", "slow", "network_partition", "zk_quorum_loss"):
-            fields["duration_s"] = required_positive("duration_s")
-        if action == "slow":
-            fields["processing_ms_per_message"] = self.number(
-                table,
-                "processing_ms_per_message",
-                f"{where}.processing_ms_per_message",
-                None,
-                "a number > 0",
-                lambda x: x > 0,
-                MAX_PROCESSING_MS_PER_MESSAGE,
-                "a day per message",
-            )
-        elif action == "network_partition":
-            fields["target"] = self.choice(
-                table, "target", f"{where}.target", None, PARTITION_TARGETS
-            )
-        elif action == "host_crash":
-            fields["host"] = self.integer(table, "host", f"{where}.host", None, 0)
-        elif action in ("broker_crash", "broker_restart"):
-            fields["broker"] = index("broker", cluster.brokers, "[cluster].brokers minus one")
-            fields["restart_after_s"] = positive("restart_after_s")
-        elif action in ("zk_crash", "zk_restart"):
-            fields["zk_member"] = index(
-                "zk_member", cluster.zookeeper_ensemble, "[cluster].zookeeper_ensemble minus one"
-            )
-            fields["restart_after_s"] = positive("restart_after_s")
-        elif action == "add_partitions":
-            topic = self.choice(table, "topic", f"{where}.topic", None, topic_names, replication)
-            rf = replication[topic]
-            limit, note = tighter(
-                (
-                    MAX_PARTITIONS_PER_TOPIC,
-                    "the topic's znode /brokers/topics/<t> holds its whole assignment, within "
-                    "ZooKeeper's 1 MB jute.maxbuffer",
-                ),
-                (
-                    MAX_REPLICAS_PER_TOPIC // rf,
-                    f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x "
-                    f"replication_factor ({rf}), in the topic's znode /brokers/topics/<t>",
-                ),
-            )
-            fields["topic"] = topic
-            fields["partitions"] = self.integer(
-                table, "partitions", f"{where}.partitions", None, 1, limit=limit, limit_note=note
-            )
-        elif action == "subscribe":
-            if "topics" not in table:
-                self.fail(f"{where}.topics", f"{where}.topics is required")
-            fields["topics"] = self.topic_list(
-                table, "topics", f"{where}.topics", topic_names, lookup=replication
-            )
-        return TimelineEvent(at_s=at_s, action=action, index=i, **fields)
-
-    def departure(
-        self,
-        table: Mapping[str, object],
-        action: str,
-        where: str,
-        interval_s: float | None,
-    ) -> dict[str, Any]:
-        """A leave or crash: one ``member``, or a scale-in burst of ``count`` (its fields)."""
-        if "member" in table and "count" in table:
-            self.fail(
-                f"{where}.count",
-                f"{where}.count: not allowed together with {where}.member (a {action} "
-                "names one member, or a count of the newest)",
-            )
-        if "count" in table:
-            count = self.integer(
-                table,
-                "count",
-                f"{where}.count",
-                None,
-                1,
-                limit=MAX_MEMBERS,
-                limit_note="the most members a run holds",
-            )
-            return {"count": count, "interval_s": interval_s}
-        if interval_s is not None:
-            self.fail(
-                f"{where}.interval_s",
-                f"{where}.interval_s: only allowed with {where}.count (a scale-in burst)",
-            )
-        if "member" not in table:
-            self.fail(
-                f"{where}.member",
-                f'{where}.member is required (a name like "c-3" or "random"), or a count',
-            )
-        return {"member": self.member(table, f"{where}.member")}
-
-    def who(
-        self, table: Mapping[str, object], action: str, where: str, *, many: bool
-    ) -> dict[str, Any]:
-        """The ``member`` (or, when ``many``, ``members``) an action acts on (its field)."""
-        if "member" in table and "members" in table:
-            self.fail(
-                f"{where}.members",
-                f"{where}.members: not allowed together with {where}.member",
-            )
-        if "member" in table:
-            return {"member": self.member(table, f"{where}.member")}
-        if not many or (action != "subscribe" and "members" not in table):
-            key = f"{where}.member"
-            extra = " (or members)" if many else ""
-            self.fail(key, f'{key}{extra} is required (a name like "c-3" or "random")')
-        value = table.get("members", "all")
-        requirement = '"all" or a non-empty array of member names like "c-3"'
-        if value == "all":
-            return {"members": "all"}
-        if isinstance(value, list) and len(value) > MAX_MEMBERS:
-            self.fail(
-                f"{where}.members",
-                f"{where}.members: {len(value)} names, more than the {MAX_MEMBERS} members a "
-                "run holds",
-            )
-        if (
-            not isinstance(value, list)
-            or not value
-            or not all(isinstance(v, str) and plan.MEMBER_RE.fullmatch(v) for v in value)
-        ):
-            self.must(f"{where}.members", requirement, value)
-        names: list[str] = [str(v) for v in value]
-        seen: set[str] = set()
-        for n, name in enumerate(names):
-            if name in seen:
-                self.fail(
-                    f"{where}.members[{n}]",
-                    f"{where}.members[{n}]: member {show(name)} is listed twice",
-                )
-            seen.add(name)
-        return {"members": tuple(names)}
-
-    def member(self, table: Mapping[str, object], shown: str) -> str:
-        return self.string(table, "member", shown, None)
-
 
 _TOP_KEYS: Final = (
     "name",
@@ -1053,25 +613,6 @@ def _render_top(key: str) -> str:
     if key in _ARRAYS:
         return f"[[{key}]]"
     return key
-
-
-def _in_section(section: str) -> Callable[[str], str]:
-    return lambda key: f"[{section}].{key}"
-
-
-def _in_array(where: str) -> Callable[[str], str]:
-    return lambda key: f"{where}.{key}"
-
-
-def _number(value: float) -> str:
-    """A bound as messages show it: ``604800``, ``10000000``, ``0.01``."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _one_of(choices: Sequence[str], shown: int = 20) -> str:
-    """``"a", "b", "c"``: the first ``shown`` choices, then how many there are in all."""
-    listed = ", ".join(json.dumps(c) for c in choices[:shown])
-    return listed if len(choices) <= shown else f"{listed}, ... ({len(choices)} in all)"
 
 
 def _default_name(source: str) -> str:
