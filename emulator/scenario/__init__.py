@@ -141,7 +141,9 @@ The package, split by job (this module is its face: import from here):
 * :mod:`~emulator.scenario.model`: :class:`Scenario` and its parts;
 * :mod:`~emulator.scenario.faults`: the planned actions and where they apply;
 * :mod:`~emulator.scenario.plan`: the timeline expanded into the seeded plan;
-* :mod:`~emulator.scenario.parse`: TOML to a validated :class:`Scenario`;
+* :mod:`~emulator.scenario.parse`: TOML to a validated :class:`Scenario`, with
+  :mod:`~emulator.scenario.timeline` (the ``[[timeline]]`` entries) and
+  :mod:`~emulator.scenario.reader` (typed reads of a table);
 * :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages;
 * :mod:`~emulator.scenario.settings`: the brokers' and the fetch path's typed settings.
 
