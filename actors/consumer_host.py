@@ -27,9 +27,9 @@ from actors.legacy_member import LegacyMember
 from actors.metadata import LeaderCache
 from actors.placement import Locatable
 from emulator.events import EventKind
-from emulator.faults import PARTITION_TARGETS
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
+from emulator.scenario.faults import PARTITION_TARGETS
 
 TopicPartition = tuple[str, int]
 TICK_S = 0.02

@@ -49,6 +49,7 @@ from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import EventKind
+from emulator.kafka_keys import kafka_version_at_least
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario
 from emulator.storage import Location, StorageError, resolve
@@ -167,7 +168,7 @@ class ProtocolRun:
             # defaults (B6), which the modern config builders apply.
             kafka = dict(sc.kafka)
             kafka["kafka.version"] = sc.kafka_version
-            if generation == "consumer" and _older(sc.kafka_version, (3, 7)):
+            if generation == "consumer" and not kafka_version_at_least(sc.kafka_version, (3, 7)):
                 note = (
                     f"KIP-848 ships from Kafka 3.7 (GA in 4.0); kafka_version "
                     f"{sc.kafka_version} only sets the defaults, the protocol is 4.0's"
@@ -873,11 +874,6 @@ class ProtocolRun:
         for ref in ready:
             with contextlib.suppress(Exception):
                 yield refs[ref], ray.get(ref, timeout=0)
-
-
-def _older(version: str, release: tuple[int, ...]) -> bool:
-    parts = tuple(int(p) for p in version.split(".") if p.isdigit())
-    return parts < release
 
 
 def run_scenario(

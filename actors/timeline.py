@@ -1,9 +1,9 @@
 """Carrying out a scenario's timeline: one handler per planned action, in one table.
 
 The orchestrator walks the seeded plan (:meth:`emulator.scenario.Scenario.action_plan`)
-and hands each :class:`~emulator.faults.PlannedAction` to :func:`apply`, which
+and hands each :class:`~emulator.scenario.faults.PlannedAction` to :func:`apply`, which
 
-1. skips what does not apply to the protocol (:func:`emulator.faults.applicability`,
+1. skips what does not apply to the protocol (:func:`emulator.scenario.faults.applicability`,
    and ZooKeeper member faults without the embedded ensemble), with a note
    in the manifest and an ``ACTION_APPLIED`` event in state ``skipped``;
 2. records the action: ``ACTION_APPLIED`` for what the consumer hosts carry
@@ -24,8 +24,8 @@ from typing import Any, Final, Protocol, TypeVar
 
 from emulator.eventlog import EventWriter
 from emulator.events import EventKind
-from emulator.faults import PlannedAction, applicability
 from emulator.scenario import Scenario
+from emulator.scenario.faults import PlannedAction, applicability
 
 _T = TypeVar("_T")
 

@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from emulator.modern.config import KIP848_COMMIT_ON_POLL_SINCE, kafka_version_at_least
+from emulator.kafka_keys import kafka_version_at_least
+from emulator.modern.config import KIP848_COMMIT_ON_POLL_SINCE
 
 MANUAL_COMMIT_MODES: Final = ("none", "sync", "async")
 """``[group].manual_commit``: how the application commits when auto-commit is off."""

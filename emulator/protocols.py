@@ -19,7 +19,7 @@ run protocol              generation     members and coordinator             def
 A scenario's ``[group].assignor`` overrides the assignor where it applies
 (:func:`assignor_for`); which faults mean something under a protocol follows
 from :attr:`ProtocolSpec.members_use_zookeeper` and
-:attr:`ProtocolSpec.has_coordinator` (see :func:`emulator.faults.applicability`).
+:attr:`ProtocolSpec.has_coordinator` (see :func:`emulator.scenario.faults.applicability`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The legacy (0.8.2) high-level consumer's configuration, by Kafka's names.
 
 Defaults are those of Kafka 0.8.2.2 ``consumer/ConsumerConfig.scala`` and
-``utils/ZkUtils.scala`` (class ``ZKConfig``), kafka-protocols.md A3. Durations
+``utils/ZkUtils.scala`` (class ``ZKConfig``), kafka-protocols.md A3, as the
+Kafka key registry (:mod:`emulator.kafka_keys`) holds them. Durations
 are in Kafka's own milliseconds; the run's ``time_scale`` is applied by the
 clock, never here.
 """
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
-# Kafka 0.8.2.2 defaults (A3).
-DEFAULT_ZK_SESSION_TIMEOUT_MS = 6000
-DEFAULT_ZK_SYNC_TIME_MS = 2000
-DEFAULT_REBALANCE_MAX_RETRIES = 4
-DEFAULT_AUTO_COMMIT_INTERVAL_MS = 60 * 1000
-DEFAULT_AUTO_OFFSET_RESET = "largest"
+from emulator.kafka_keys import KafkaValue, default_bool, default_int, default_str
+
+_GENERATION: Final = "zookeeper"
+"""The generation whose defaults the 0.8.2 consumer takes (always 0.8.2.2)."""
 # ZookeeperConsumerConnector's watcher executor wakes at least this often.
 WATCHER_EXECUTOR_WAKE_MS = 1000
 
@@ -67,15 +67,15 @@ class LegacyConsumerConfig:
         consumer_id: ``consumer.id`` (unset: generated, A2).
     """
 
-    zookeeper_session_timeout_ms: int = DEFAULT_ZK_SESSION_TIMEOUT_MS
-    zookeeper_connection_timeout_ms: int = DEFAULT_ZK_SESSION_TIMEOUT_MS
-    zookeeper_sync_time_ms: int = DEFAULT_ZK_SYNC_TIME_MS
-    rebalance_max_retries: int = DEFAULT_REBALANCE_MAX_RETRIES
-    rebalance_backoff_ms: int = DEFAULT_ZK_SYNC_TIME_MS
-    auto_commit_enable: bool = True
-    auto_commit_interval_ms: int = DEFAULT_AUTO_COMMIT_INTERVAL_MS
-    auto_offset_reset: str = DEFAULT_AUTO_OFFSET_RESET
-    partition_assignment_strategy: str = "range"
+    zookeeper_session_timeout_ms: int = default_int("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int = default_int("zookeeper.connection.timeout.ms")
+    zookeeper_sync_time_ms: int = default_int("zookeeper.sync.time.ms")
+    rebalance_max_retries: int = default_int("rebalance.max.retries")
+    rebalance_backoff_ms: int = default_int("rebalance.backoff.ms")
+    auto_commit_enable: bool = default_bool("auto.commit.enable")
+    auto_commit_interval_ms: int = default_int("auto.commit.interval.ms")
+    auto_offset_reset: str = default_str("auto.offset.reset")
+    partition_assignment_strategy: str = default_str("partition.assignment.strategy")
     consumer_id: str | None = None
 
     @classmethod
@@ -89,9 +89,20 @@ class LegacyConsumerConfig:
         Raises:
             ValueError: a value of the wrong type, naming the property.
         """
-        session = _int(props, "zookeeper.session.timeout.ms", DEFAULT_ZK_SESSION_TIMEOUT_MS)
-        sync = _int(props, "zookeeper.sync.time.ms", DEFAULT_ZK_SYNC_TIME_MS)
-        reset = str(_get(props, "auto.offset.reset", DEFAULT_AUTO_OFFSET_RESET))
+        session = _int(
+            props, "zookeeper.session.timeout.ms", default_int("zookeeper.session.timeout.ms")
+        )
+        sync = _int(props, "zookeeper.sync.time.ms", default_int("zookeeper.sync.time.ms"))
+        # The keys whose default is another key's value read the configured one.
+        configured: dict[str, KafkaValue] = {
+            "zookeeper.session.timeout.ms": session,
+            "zookeeper.sync.time.ms": sync,
+        }
+
+        def default(name: str) -> int:
+            return default_int(name, _GENERATION, lookup=configured.__getitem__)
+
+        reset = str(_get(props, "auto.offset.reset", default_str("auto.offset.reset")))
         # The newer clients' spelling is accepted too (earliest = smallest).
         reset = {"earliest": "smallest", "latest": "largest"}.get(reset, reset)
         if reset not in ("smallest", "largest"):
@@ -99,19 +110,31 @@ class LegacyConsumerConfig:
         cid = props.get("consumer.id")
         cfg = cls(
             zookeeper_session_timeout_ms=session,
-            zookeeper_connection_timeout_ms=_int(props, "zookeeper.connection.timeout.ms", session),
+            zookeeper_connection_timeout_ms=_int(
+                props,
+                "zookeeper.connection.timeout.ms",
+                default("zookeeper.connection.timeout.ms"),
+            ),
             zookeeper_sync_time_ms=sync,
             rebalance_max_retries=_int(
-                props, "rebalance.max.retries", DEFAULT_REBALANCE_MAX_RETRIES
+                props, "rebalance.max.retries", default("rebalance.max.retries")
             ),
-            rebalance_backoff_ms=_int(props, "rebalance.backoff.ms", sync),
-            auto_commit_enable=_bool(props, "auto.commit.enable", True),
+            rebalance_backoff_ms=_int(
+                props, "rebalance.backoff.ms", default("rebalance.backoff.ms")
+            ),
+            auto_commit_enable=_bool(
+                props, "auto.commit.enable", default_bool("auto.commit.enable")
+            ),
             auto_commit_interval_ms=_int(
-                props, "auto.commit.interval.ms", DEFAULT_AUTO_COMMIT_INTERVAL_MS
+                props, "auto.commit.interval.ms", default("auto.commit.interval.ms")
             ),
             auto_offset_reset=reset,
             partition_assignment_strategy=str(
-                _get(props, "partition.assignment.strategy", "range")
+                _get(
+                    props,
+                    "partition.assignment.strategy",
+                    default_str("partition.assignment.strategy"),
+                )
             ),
             consumer_id=None if cid is None else str(cid),
         )

@@ -4,7 +4,9 @@ Client settings are those of ``clients/.../consumer/ConsumerConfig.java`` and
 broker settings those of ``core/.../KafkaConfig.scala`` /
 ``GroupCoordinatorConfig.java`` at each release (kafka-protocols.md B6, C6).
 A ``kafka_version`` selector picks the defaults of that release; a property
-given explicitly always wins. Durations are Kafka's own milliseconds; the
+given explicitly always wins. Every default, and how it follows the release,
+is the Kafka key registry's (:mod:`emulator.kafka_keys`); the classes here
+type and check the values. Durations are Kafka's own milliseconds; the
 run's ``time_scale`` is applied by the clock, never here.
 
 What ``kafka_version`` changes (B6):
@@ -27,19 +29,19 @@ KIP-394 member ids, KIP-345 static membership, KIP-814 ``skipAssignment``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-DEFAULT_KAFKA_VERSION: Final = "3.9"
-"""The release whose defaults apply when no ``kafka_version`` is given."""
-
-MIN_KAFKA_VERSION: Final = (0, 10, 1)
-"""The first release with ``max.poll.interval.ms`` (KIP-62)."""
-
-INT_MAX: Final = 2**31 - 1
-"""Java's ``Integer.MAX_VALUE``, Kafka's "no limit"."""
+from emulator.kafka_keys import (
+    DEFAULT_KAFKA_VERSION,
+    default_bool,
+    default_int,
+    default_list,
+    default_str,
+    kafka_version_at_least,
+    parse_kafka_version,
+)
 
 # Assignor names as ConsumerPartitionAssignor.name() returns them, keyed by
 # the class names partition.assignment.strategy accepts.
@@ -51,28 +53,10 @@ _ASSIGNOR_CLASSES: Final[Mapping[str, str]] = {
 }
 _ASSIGNOR_NAMES: Final = frozenset(_ASSIGNOR_CLASSES.values())
 
-
-def parse_kafka_version(version: str) -> tuple[int, ...]:
-    """Parse ``"3.9"``, ``"2.8.2"`` or ``"0.10.1.0"`` into a comparable tuple.
-
-    Raises:
-        ValueError: not a dotted version, or older than 0.10.1.0.
-    """
-    if not re.fullmatch(r"\d+(\.\d+){1,3}", version.strip()):
-        raise ValueError(f"kafka_version must look like 3.9 or 2.8.2, got {version!r}")
-    parts = tuple(int(p) for p in version.strip().split("."))
-    # "3.0" means 3.0.0: pad before comparing.
-    padded = (*parts, 0, 0, 0)[:4]
-    if padded < (*MIN_KAFKA_VERSION, 0):
-        raise ValueError(
-            f"kafka_version {version} predates 0.10.1.0 (no max.poll.interval.ms); "
-            "the classic protocol is emulated from 0.10.1.0 on"
-        )
-    return padded
-
-
-def _at_least(version: tuple[int, ...], *release: int) -> bool:
-    return version >= (*release, 0, 0, 0)[:4]
+_CLASSIC: Final = "classic"
+"""The generation whose client defaults :class:`ClassicConsumerConfig` takes."""
+_CONSUMER: Final = "consumer"
+"""The generation whose client defaults :class:`Kip848ConsumerConfig` takes."""
 
 
 KIP848_COMMIT_ON_POLL_SINCE: Final = (4, 0)
@@ -82,34 +66,6 @@ the start of a reconciliation run in the application's ``poll()`` from this rele
 UNIFORM_STABLE_QUOTA_SINCE: Final = (4, 0, 1)
 """KAFKA-18688 (apache/kafka#19677): the uniform assignor's extra-slot rule, first
 released in 4.0.1 (the 4.0 backport) and 4.1.0."""
-
-
-def kafka_version_at_least(version: object, release: tuple[int, ...]) -> bool:
-    """Whether ``version`` (a ``kafka_version`` string; ``None``: the default 3.9) is
-    ``release`` or later.
-
-    Raises:
-        ValueError: a malformed version.
-    """
-    text = DEFAULT_KAFKA_VERSION if version is None else str(version)
-    return _at_least(parse_kafka_version(text), *release)
-
-
-def default_session_timeout_ms(kafka_version: str = DEFAULT_KAFKA_VERSION) -> int:
-    """``session.timeout.ms``'s default: 10000 up to 2.8.x, 45000 from 3.0.0 (B6)."""
-    return 45000 if _at_least(parse_kafka_version(kafka_version), 3, 0) else 10000
-
-
-def default_assignment_strategy(kafka_version: str = DEFAULT_KAFKA_VERSION) -> tuple[str, ...]:
-    """``partition.assignment.strategy``'s default as assignor names (B6)."""
-    if _at_least(parse_kafka_version(kafka_version), 3, 0):
-        return ("range", "cooperative-sticky")
-    return ("range",)
-
-
-def default_group_max_session_timeout_ms(kafka_version: str = DEFAULT_KAFKA_VERSION) -> int:
-    """``group.max.session.timeout.ms``'s default: 300000 up to 2.2.x, 1800000 from 2.3.0."""
-    return 1800000 if _at_least(parse_kafka_version(kafka_version), 2, 3) else 300000
 
 
 def assignor_name(value: str) -> str:
@@ -237,18 +193,20 @@ class ClassicConsumerConfig:
 
     kafka_version: str = DEFAULT_KAFKA_VERSION
     client_id: str = "consumer"
-    session_timeout_ms: int = 45000
-    heartbeat_interval_ms: int = 3000
-    max_poll_interval_ms: int = 300000
-    partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky")
+    session_timeout_ms: int = default_int("session.timeout.ms", _CLASSIC)
+    heartbeat_interval_ms: int = default_int("heartbeat.interval.ms", _CLASSIC)
+    max_poll_interval_ms: int = default_int("max.poll.interval.ms", _CLASSIC)
+    partition_assignment_strategy: tuple[str, ...] = default_list(
+        "partition.assignment.strategy", _CLASSIC
+    )
     group_instance_id: str | None = None
-    enable_auto_commit: bool = True
-    auto_commit_interval_ms: int = 5000
-    retry_backoff_ms: int = 100
-    default_api_timeout_ms: int = 60000
-    request_timeout_ms: int = 30000
-    close_timeout_ms: int = 30000
-    auto_offset_reset: str = "latest"
+    enable_auto_commit: bool = default_bool("enable.auto.commit", _CLASSIC)
+    auto_commit_interval_ms: int = default_int("auto.commit.interval.ms", _CLASSIC)
+    retry_backoff_ms: int = default_int("retry.backoff.ms", _CLASSIC)
+    default_api_timeout_ms: int = default_int("default.api.timeout.ms", _CLASSIC)
+    request_timeout_ms: int = default_int("request.timeout.ms", _CLASSIC)
+    close_timeout_ms: int = default_int("close.timeout.ms", _CLASSIC)
+    auto_offset_reset: str = default_str("auto.offset.reset", _CLASSIC)
 
     @property
     def rebalance_timeout_ms(self) -> int:
@@ -286,35 +244,47 @@ class ClassicConsumerConfig:
                 the property.
         """
         version = kafka_version or str(props.get("kafka.version") or DEFAULT_KAFKA_VERSION)
-        parsed = parse_kafka_version(version)
+        parse_kafka_version(version)
+
+        def default(name: str) -> int:
+            return default_int(name, _CLASSIC, version)
+
         strategy = tuple(
             assignor_name(a)
             for a in _list(
-                props, "partition.assignment.strategy", default_assignment_strategy(version)
+                props,
+                "partition.assignment.strategy",
+                default_list("partition.assignment.strategy", _CLASSIC, version),
             )
         )
         instance = props.get("group.instance.id")
-        reset = str(props.get("auto.offset.reset") or "latest")
+        reset = str(props.get("auto.offset.reset") or default_str("auto.offset.reset", _CLASSIC))
         if reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {reset!r}")
         cfg = cls(
             kafka_version=version,
             client_id=str(props.get("client.id") or "consumer"),
-            session_timeout_ms=_int(
-                props, "session.timeout.ms", default_session_timeout_ms(version)
+            session_timeout_ms=_int(props, "session.timeout.ms", default("session.timeout.ms")),
+            heartbeat_interval_ms=_int(
+                props, "heartbeat.interval.ms", default("heartbeat.interval.ms")
             ),
-            heartbeat_interval_ms=_int(props, "heartbeat.interval.ms", 3000),
-            max_poll_interval_ms=_int(props, "max.poll.interval.ms", 300000),
+            max_poll_interval_ms=_int(
+                props, "max.poll.interval.ms", default("max.poll.interval.ms")
+            ),
             partition_assignment_strategy=strategy,
             group_instance_id=None if instance is None else str(instance),
-            enable_auto_commit=_bool(props, "enable.auto.commit", True),
-            auto_commit_interval_ms=_int(props, "auto.commit.interval.ms", 5000),
-            retry_backoff_ms=_int(props, "retry.backoff.ms", 100),
-            default_api_timeout_ms=_int(props, "default.api.timeout.ms", 60000),
-            request_timeout_ms=_int(
-                props, "request.timeout.ms", 30000 if _at_least(parsed, 2, 0) else 305000
+            enable_auto_commit=_bool(
+                props, "enable.auto.commit", default_bool("enable.auto.commit", _CLASSIC, version)
             ),
-            close_timeout_ms=_int(props, "close.timeout.ms", 30000),
+            auto_commit_interval_ms=_int(
+                props, "auto.commit.interval.ms", default("auto.commit.interval.ms")
+            ),
+            retry_backoff_ms=_int(props, "retry.backoff.ms", default("retry.backoff.ms")),
+            default_api_timeout_ms=_int(
+                props, "default.api.timeout.ms", default("default.api.timeout.ms")
+            ),
+            request_timeout_ms=_int(props, "request.timeout.ms", default("request.timeout.ms")),
+            close_timeout_ms=_int(props, "close.timeout.ms", default("close.timeout.ms")),
             auto_offset_reset=reset,
         )
         for name, value in (
@@ -330,16 +300,122 @@ class ClassicConsumerConfig:
         # GroupRebalanceConfig / ConsumerConfig: heartbeat.interval.ms < session.timeout.ms.
         if cfg.heartbeat_interval_ms >= cfg.session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        if cfg.group_instance_id is not None and not _at_least(parsed, 2, 3):
+        if cfg.group_instance_id is not None and not kafka_version_at_least(version, (2, 3)):
             raise ValueError(f"group.instance.id needs Kafka 2.3.0 or later, not {version}")
         if cfg.group_instance_id == "":
             raise ValueError("group.instance.id must not be empty")
-        if "cooperative-sticky" in strategy and not _at_least(parsed, 2, 4):
+        if "cooperative-sticky" in strategy and not kafka_version_at_least(version, (2, 4)):
             raise ValueError(
                 f"the cooperative-sticky assignor needs Kafka 2.4.0 or later, not {version}"
             )
         if len(set(strategy)) != len(strategy):
             raise ValueError("partition.assignment.strategy lists an assignor twice")
+        return cfg
+
+
+@dataclass(frozen=True)
+class Kip848ConsumerConfig:
+    """A consumer's settings for ``group.protocol=consumer``, by Kafka's names.
+
+    ``session.timeout.ms``, ``heartbeat.interval.ms`` and
+    ``partition.assignment.strategy`` do not apply to this protocol (C1): the
+    broker owns the session and heartbeat settings.
+
+    Attributes:
+        group_instance_id: ``group.instance.id`` (static membership).
+        max_poll_interval_ms: ``max.poll.interval.ms`` (300000); also the
+            RebalanceTimeoutMs the member sends.
+        enable_auto_commit: ``enable.auto.commit`` (true).
+        auto_commit_interval_ms: ``auto.commit.interval.ms`` (5000).
+        group_remote_assignor: ``group.remote.assignor`` (null: the broker's default).
+        client_rack: ``client.rack`` (null).
+        retry_backoff_ms: ``retry.backoff.ms`` (100).
+        retry_backoff_max_ms: ``retry.backoff.max.ms`` (1000).
+        request_timeout_ms: ``request.timeout.ms`` (30000): how long a request
+            waits for its answer before the client gives up on the connection.
+        commit_on_poll: the client is Kafka 4.0 or later (``kafka.version``),
+            where KAFKA-18641 moved the interval auto-commit and, with
+            auto-commit on, the start of a reconciliation to the
+            application's ``poll()`` (``ApplicationEventProcessor`` on the
+            ``PollEvent``, before ``poll()`` moves any position). Before 4.0 the
+            background thread auto-committed ``allConsumed()`` whenever the
+            interval ran out, records handed out but not processed included.
+    """
+
+    group_instance_id: str | None = None
+    max_poll_interval_ms: int = default_int("max.poll.interval.ms", _CONSUMER)
+    enable_auto_commit: bool = default_bool("enable.auto.commit", _CONSUMER)
+    auto_commit_interval_ms: int = default_int("auto.commit.interval.ms", _CONSUMER)
+    group_remote_assignor: str | None = None
+    client_rack: str | None = None
+    retry_backoff_ms: int = default_int("retry.backoff.ms", _CONSUMER)
+    retry_backoff_max_ms: int = default_int("retry.backoff.max.ms", _CONSUMER)
+    request_timeout_ms: int = default_int("request.timeout.ms", _CONSUMER)
+    commit_on_poll: bool = False
+
+    @classmethod
+    def from_kafka(
+        cls, props: Mapping[str, object], *, kafka_version: str | None = None
+    ) -> Kip848ConsumerConfig:
+        """Build the config from Kafka property names, with Kafka's defaults.
+
+        Args:
+            props: Kafka properties; a ``kafka.version`` entry selects the
+                release when the keyword is not given.
+            kafka_version: the client's release (default 3.9).
+
+        Raises:
+            ValueError: a value of the wrong type or range, naming the property.
+        """
+        version = kafka_version or str(props.get("kafka.version") or DEFAULT_KAFKA_VERSION)
+
+        def default(name: str) -> int:
+            return default_int(name, _CONSUMER, version)
+
+        def get_int(name: str, default: int) -> int:
+            value = props.get(name)
+            if value is None:
+                return default
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            try:
+                number = int(value)
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {value!r}") from None
+            if number <= 0:
+                raise ValueError(f"{name} must be > 0, got {number}")
+            return number
+
+        def get_str(name: str) -> str | None:
+            value = props.get(name)
+            if value is None:
+                return None
+            text = str(value).strip()
+            if not text:
+                raise ValueError(f"{name} must not be empty")
+            return text
+
+        auto = props.get("enable.auto.commit", default_bool("enable.auto.commit", _CONSUMER))
+        if isinstance(auto, str) and auto.lower() in ("true", "false"):
+            auto = auto.lower() == "true"
+        if not isinstance(auto, bool):
+            raise ValueError(f"enable.auto.commit must be true or false, got {auto!r}")
+        cfg = cls(
+            group_instance_id=get_str("group.instance.id"),
+            max_poll_interval_ms=get_int("max.poll.interval.ms", default("max.poll.interval.ms")),
+            enable_auto_commit=auto,
+            auto_commit_interval_ms=get_int(
+                "auto.commit.interval.ms", default("auto.commit.interval.ms")
+            ),
+            group_remote_assignor=get_str("group.remote.assignor"),
+            client_rack=get_str("client.rack"),
+            retry_backoff_ms=get_int("retry.backoff.ms", default("retry.backoff.ms")),
+            retry_backoff_max_ms=get_int("retry.backoff.max.ms", default("retry.backoff.max.ms")),
+            request_timeout_ms=get_int("request.timeout.ms", default("request.timeout.ms")),
+            commit_on_poll=kafka_version_at_least(version, KIP848_COMMIT_ON_POLL_SINCE),
+        )
+        if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
+            raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
         return cfg
 
 
@@ -382,20 +458,36 @@ class GroupCoordinatorConfig:
     """
 
     kafka_version: str = DEFAULT_KAFKA_VERSION
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = INT_MAX
-    group_consumer_session_timeout_ms: int = 45000
-    group_consumer_min_session_timeout_ms: int = 45000
-    group_consumer_max_session_timeout_ms: int = 60000
-    group_consumer_heartbeat_interval_ms: int = 5000
-    group_consumer_min_heartbeat_interval_ms: int = 5000
-    group_consumer_max_heartbeat_interval_ms: int = 15000
-    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
-    group_consumer_max_size: int = INT_MAX
-    group_consumer_assignment_interval_ms: int = 0
-    new_member_join_timeout_ms: int = 300000
+    group_min_session_timeout_ms: int = default_int("group.min.session.timeout.ms", _CLASSIC)
+    group_max_session_timeout_ms: int = default_int("group.max.session.timeout.ms", _CLASSIC)
+    group_initial_rebalance_delay_ms: int = default_int(
+        "group.initial.rebalance.delay.ms", _CLASSIC
+    )
+    group_max_size: int = default_int("group.max.size", _CLASSIC)
+    group_consumer_session_timeout_ms: int = default_int(
+        "group.consumer.session.timeout.ms", _CONSUMER
+    )
+    group_consumer_min_session_timeout_ms: int = default_int(
+        "group.consumer.min.session.timeout.ms", _CONSUMER
+    )
+    group_consumer_max_session_timeout_ms: int = default_int(
+        "group.consumer.max.session.timeout.ms", _CONSUMER
+    )
+    group_consumer_heartbeat_interval_ms: int = default_int(
+        "group.consumer.heartbeat.interval.ms", _CONSUMER
+    )
+    group_consumer_min_heartbeat_interval_ms: int = default_int(
+        "group.consumer.min.heartbeat.interval.ms", _CONSUMER
+    )
+    group_consumer_max_heartbeat_interval_ms: int = default_int(
+        "group.consumer.max.heartbeat.interval.ms", _CONSUMER
+    )
+    group_consumer_assignors: tuple[str, ...] = default_list("group.consumer.assignors", _CONSUMER)
+    group_consumer_max_size: int = default_int("group.consumer.max.size", _CONSUMER)
+    group_consumer_assignment_interval_ms: int = default_int(
+        "group.consumer.assignment.interval.ms", _CONSUMER
+    )
+    new_member_join_timeout_ms: int = default_int("new.member.join.timeout.ms", _CLASSIC)
 
     @classmethod
     def for_version(cls, kafka_version: str = DEFAULT_KAFKA_VERSION) -> GroupCoordinatorConfig:
@@ -421,44 +513,36 @@ class GroupCoordinatorConfig:
             ValueError: a value of the wrong type or range, naming the property.
         """
         version = kafka_version or str(props.get("kafka.version") or DEFAULT_KAFKA_VERSION)
-        parsed = parse_kafka_version(version)
-        delay_default = 3000 if _at_least(parsed, 0, 11) else 0
+        parse_kafka_version(version)
+
+        def setting(name: str) -> int:
+            # The broker's settings are the same for both generations it coordinates.
+            return _int(props, name, default_int(name, _CLASSIC, version))
+
         cfg = cls(
             kafka_version=version,
-            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
-            group_max_session_timeout_ms=_int(
-                props, "group.max.session.timeout.ms", default_group_max_session_timeout_ms(version)
+            group_min_session_timeout_ms=setting("group.min.session.timeout.ms"),
+            group_max_session_timeout_ms=setting("group.max.session.timeout.ms"),
+            group_initial_rebalance_delay_ms=setting("group.initial.rebalance.delay.ms"),
+            group_max_size=setting("group.max.size"),
+            group_consumer_session_timeout_ms=setting("group.consumer.session.timeout.ms"),
+            group_consumer_min_session_timeout_ms=setting("group.consumer.min.session.timeout.ms"),
+            group_consumer_max_session_timeout_ms=setting("group.consumer.max.session.timeout.ms"),
+            group_consumer_heartbeat_interval_ms=setting("group.consumer.heartbeat.interval.ms"),
+            group_consumer_min_heartbeat_interval_ms=setting(
+                "group.consumer.min.heartbeat.interval.ms"
             ),
-            group_initial_rebalance_delay_ms=_int(
-                props, "group.initial.rebalance.delay.ms", delay_default
+            group_consumer_max_heartbeat_interval_ms=setting(
+                "group.consumer.max.heartbeat.interval.ms"
             ),
-            group_max_size=_int(props, "group.max.size", INT_MAX),
-            group_consumer_session_timeout_ms=_int(
-                props, "group.consumer.session.timeout.ms", 45000
-            ),
-            group_consumer_min_session_timeout_ms=_int(
-                props, "group.consumer.min.session.timeout.ms", 45000
-            ),
-            group_consumer_max_session_timeout_ms=_int(
-                props, "group.consumer.max.session.timeout.ms", 60000
-            ),
-            group_consumer_heartbeat_interval_ms=_int(
-                props, "group.consumer.heartbeat.interval.ms", 5000
-            ),
-            group_consumer_min_heartbeat_interval_ms=_int(
-                props, "group.consumer.min.heartbeat.interval.ms", 5000
-            ),
-            group_consumer_max_heartbeat_interval_ms=_int(
-                props, "group.consumer.max.heartbeat.interval.ms", 15000
-            ),
-            group_consumer_assignors=_list(props, "group.consumer.assignors", ("uniform", "range")),
-            group_consumer_max_size=_int(props, "group.consumer.max.size", INT_MAX),
-            group_consumer_assignment_interval_ms=_int(
+            group_consumer_assignors=_list(
                 props,
-                "group.consumer.assignment.interval.ms",
-                1000 if _at_least(parsed, 4, 3) else 0,
+                "group.consumer.assignors",
+                default_list("group.consumer.assignors", _CONSUMER, version),
             ),
-            new_member_join_timeout_ms=_int(props, "new.member.join.timeout.ms", 300000),
+            group_consumer_max_size=setting("group.consumer.max.size"),
+            group_consumer_assignment_interval_ms=setting("group.consumer.assignment.interval.ms"),
+            new_member_join_timeout_ms=setting("new.member.join.timeout.ms"),
         )
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
             raise ValueError(

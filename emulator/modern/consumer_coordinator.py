@@ -74,6 +74,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from emulator.events import EventKind, format_partitions
+from emulator.kafka_keys import kafka_version_at_least
 from emulator.modern.assignors import (
     GroupSpec,
     MemberSpec,
@@ -81,11 +82,7 @@ from emulator.modern.assignors import (
     UniformAssignor,
     server_assignor,
 )
-from emulator.modern.config import (
-    UNIFORM_STABLE_QUOTA_SINCE,
-    GroupCoordinatorConfig,
-    kafka_version_at_least,
-)
+from emulator.modern.config import UNIFORM_STABLE_QUOTA_SINCE, GroupCoordinatorConfig
 from emulator.modern.coordinator import GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 from emulator.delivery import REBALANCE_LISTENERS
 from emulator.events import EventKind, format_partitions
-from emulator.modern.config import KIP848_COMMIT_ON_POLL_SINCE, kafka_version_at_least
+from emulator.modern.config import Kip848ConsumerConfig
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -99,101 +99,6 @@ FATAL_HEARTBEAT_ERRORS = frozenset(
 )
 COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
-
-
-@dataclass(frozen=True)
-class Kip848ConsumerConfig:
-    """A consumer's settings for ``group.protocol=consumer``, by Kafka's names.
-
-    ``session.timeout.ms``, ``heartbeat.interval.ms`` and
-    ``partition.assignment.strategy`` do not apply to this protocol (C1): the
-    broker owns the session and heartbeat settings.
-
-    Attributes:
-        group_instance_id: ``group.instance.id`` (static membership).
-        max_poll_interval_ms: ``max.poll.interval.ms`` (300000); also the
-            RebalanceTimeoutMs the member sends.
-        enable_auto_commit: ``enable.auto.commit`` (true).
-        auto_commit_interval_ms: ``auto.commit.interval.ms`` (5000).
-        group_remote_assignor: ``group.remote.assignor`` (null: the broker's default).
-        client_rack: ``client.rack`` (null).
-        retry_backoff_ms: ``retry.backoff.ms`` (100).
-        retry_backoff_max_ms: ``retry.backoff.max.ms`` (1000).
-        request_timeout_ms: ``request.timeout.ms`` (30000): how long a request
-            waits for its answer before the client gives up on the connection.
-        commit_on_poll: the client is Kafka 4.0 or later (``kafka.version``),
-            where KAFKA-18641 moved the interval auto-commit and, with
-            auto-commit on, the start of a reconciliation to the
-            application's ``poll()`` (``ApplicationEventProcessor`` on the
-            ``PollEvent``, before ``poll()`` moves any position). Before 4.0 the
-            background thread auto-committed ``allConsumed()`` whenever the
-            interval ran out, records handed out but not processed included.
-    """
-
-    group_instance_id: str | None = None
-    max_poll_interval_ms: int = 300000
-    enable_auto_commit: bool = True
-    auto_commit_interval_ms: int = 5000
-    group_remote_assignor: str | None = None
-    client_rack: str | None = None
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
-    request_timeout_ms: int = 30000
-    commit_on_poll: bool = False
-
-    @classmethod
-    def from_kafka(cls, props: Mapping[str, object]) -> Kip848ConsumerConfig:
-        """Build the config from Kafka property names, with Kafka's defaults.
-
-        Raises:
-            ValueError: a value of the wrong type or range, naming the property.
-        """
-
-        def get_int(name: str, default: int) -> int:
-            value = props.get(name)
-            if value is None:
-                return default
-            if isinstance(value, bool) or not isinstance(value, int | float | str):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-            try:
-                number = int(value)
-            except ValueError:
-                raise ValueError(f"{name} must be an integer, got {value!r}") from None
-            if number <= 0:
-                raise ValueError(f"{name} must be > 0, got {number}")
-            return number
-
-        def get_str(name: str) -> str | None:
-            value = props.get(name)
-            if value is None:
-                return None
-            text = str(value).strip()
-            if not text:
-                raise ValueError(f"{name} must not be empty")
-            return text
-
-        auto = props.get("enable.auto.commit", True)
-        if isinstance(auto, str) and auto.lower() in ("true", "false"):
-            auto = auto.lower() == "true"
-        if not isinstance(auto, bool):
-            raise ValueError(f"enable.auto.commit must be true or false, got {auto!r}")
-        cfg = cls(
-            group_instance_id=get_str("group.instance.id"),
-            max_poll_interval_ms=get_int("max.poll.interval.ms", 300000),
-            enable_auto_commit=auto,
-            auto_commit_interval_ms=get_int("auto.commit.interval.ms", 5000),
-            group_remote_assignor=get_str("group.remote.assignor"),
-            client_rack=get_str("client.rack"),
-            retry_backoff_ms=get_int("retry.backoff.ms", 100),
-            retry_backoff_max_ms=get_int("retry.backoff.max.ms", 1000),
-            request_timeout_ms=get_int("request.timeout.ms", 30000),
-            commit_on_poll=kafka_version_at_least(
-                props.get("kafka.version"), KIP848_COMMIT_ON_POLL_SINCE
-            ),
-        )
-        if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
-            raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")
-        return cfg
 
 
 class MemberState(enum.StrEnum):

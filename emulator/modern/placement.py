@@ -13,11 +13,12 @@ import random
 from collections.abc import Sequence
 
 from emulator.javahash import java_string_hashcode
+from emulator.kafka_keys import default_int
 from emulator.placement import assign_replicas_to_brokers
 
 OFFSETS_TOPIC = "__consumer_offsets"
-DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
-DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor
+DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = default_int("offsets.topic.num.partitions")
+DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR = default_int("offsets.topic.replication.factor")
 INT_MIN = -(2**31)
 
 

@@ -40,8 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from emulator import scenario as scenario_module  # noqa: E402
 from emulator.scenario import MAX_TIMELINE_ENTRIES, parse_scenario  # noqa: E402
+from emulator.scenario import plan as scenario_module  # noqa: E402
 from tests.bench import _document  # noqa: E402
 
 RESULTS = ROOT / "tests" / "bench" / "results" / "scenario_validation.json"

@@ -16,9 +16,9 @@ from typing import TypeVar
 import pytest
 
 from emulator.events import EventKind as K
+from emulator.modern.config import Kip848ConsumerConfig
 from emulator.modern.consumer_member import (
     ConsumerMember,
-    Kip848ConsumerConfig,
     LocalAssignment,
     MemberState,
     Output,

@@ -9,15 +9,6 @@ import json
 
 import pytest
 
-from emulator.faults import (
-    ACTIONS,
-    FAULT_ACTIONS,
-    MEMBERSHIP_ACTIONS,
-    PARTITION_TARGETS,
-    TIMED_ACTIONS,
-    PlannedAction,
-    applicability,
-)
 from emulator.protocols import LEGACY_PROTOCOL, MODERN_PROTOCOLS, RUN_PROTOCOLS
 from emulator.scenario import (
     TIMELINE_ACTIONS,
@@ -25,6 +16,15 @@ from emulator.scenario import (
     Scenario,
     ScenarioError,
     parse_scenario,
+)
+from emulator.scenario.faults import (
+    ACTIONS,
+    FAULT_ACTIONS,
+    MEMBERSHIP_ACTIONS,
+    PARTITION_TARGETS,
+    TIMED_ACTIONS,
+    PlannedAction,
+    applicability,
 )
 
 HEAD = (

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from emulator.events import EventKind as K
+from emulator.modern.config import Kip848ConsumerConfig
 from emulator.modern.consumer_coordinator import ConsumerGroupCoordinator, GroupState
-from emulator.modern.consumer_member import ConsumerMember, Kip848ConsumerConfig, MemberState
+from emulator.modern.consumer_member import ConsumerMember, MemberState
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     ConsumerGroupHeartbeatRequest,

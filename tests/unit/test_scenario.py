@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from emulator.protocols import GENERATIONS as PROTOCOLS
 from emulator.scenario import (
     KAFKA_CONFIG_KEYS,
-    PROTOCOLS,
     MembershipChange,
     Scenario,
     ScenarioError,

@@ -14,10 +14,12 @@ import random
 
 import pytest
 
-from emulator import scenario as scenario_module
 from emulator.legacy.config import LegacyConsumerConfig
-from emulator.modern.config import ClassicConsumerConfig, GroupCoordinatorConfig
-from emulator.modern.consumer_member import Kip848ConsumerConfig
+from emulator.modern.config import (
+    ClassicConsumerConfig,
+    GroupCoordinatorConfig,
+    Kip848ConsumerConfig,
+)
 from emulator.scenario import (
     INT32_MAX,
     KAFKA_CONFIG_KEYS,
@@ -43,6 +45,7 @@ from emulator.scenario import (
     ScenarioError,
     parse_scenario,
 )
+from emulator.scenario import plan as scenario_module
 from zk_registry.layout import encode_topic_assignment
 from zk_registry.server import negotiated_session_timeout_ms, tick_time_for
 

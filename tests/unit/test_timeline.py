@@ -12,7 +12,7 @@ import pytest
 from actors import timeline
 from actors.timeline import HANDLERS, Launch
 from emulator.eventlog import EventWriter, iter_events
-from emulator.faults import ACTIONS, PlannedAction
+from emulator.scenario.faults import ACTIONS, PlannedAction
 
 
 class _Method:

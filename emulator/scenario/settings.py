@@ -1,0 +1,122 @@
+"""The Kafka settings of a run's brokers and consumer hosts that no protocol config holds.
+
+The protocol state machines take their settings as config classes
+(:class:`emulator.legacy.config.LegacyConsumerConfig`,
+:class:`emulator.modern.config.ClassicConsumerConfig`,
+:class:`emulator.modern.config.Kip848ConsumerConfig`,
+:class:`emulator.modern.config.GroupCoordinatorConfig`). The rest of what a
+run reads by Kafka name, the 0.8.2 broker's log, ISR and controller settings
+and a consumer's fetch path, is typed here, resolved once from a generation's
+:class:`~emulator.kafka_keys.KafkaSettings` (values set in ``[kafka]``, or the
+Kafka key registry's defaults), so no actor holds a default of its own.
+Durations stay in Kafka's units; the run's ``time_scale`` is applied by the
+caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emulator.kafka_keys import KafkaSettings
+
+__all__ = ["BrokerSettings", "FetchSettings"]
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """A broker's settings by Kafka name (K@0.8.2.2 ``KafkaConfig``; kafka-protocols.md A3, A8).
+
+    Attributes:
+        replica_fetch_max_bytes: ``replica.fetch.max.bytes`` (1048576): a
+            follower's fetch size.
+        replica_lag_time_max_ms: ``replica.lag.time.max.ms`` (10000): ISR shrink.
+        replica_lag_max_messages: ``replica.lag.max.messages`` (4000): ISR shrink.
+        zookeeper_session_timeout_ms: ``zookeeper.session.timeout.ms`` (6000).
+        auto_leader_rebalance_enable: ``auto.leader.rebalance.enable`` (true).
+        leader_imbalance_per_broker_percentage:
+            ``leader.imbalance.per.broker.percentage`` (10).
+        leader_imbalance_check_interval_seconds:
+            ``leader.imbalance.check.interval.seconds`` (300).
+        unclean_leader_election_enable: ``unclean.leader.election.enable``
+            (true in 0.8.2; false for the brokers of the modern generations, KIP-106).
+        offsets_topic_num_partitions: ``offsets.topic.num.partitions`` (50).
+        offsets_topic_replication_factor: ``offsets.topic.replication.factor``
+            (3; the run caps it at the live brokers).
+    """
+
+    replica_fetch_max_bytes: int
+    replica_lag_time_max_ms: int
+    replica_lag_max_messages: int
+    zookeeper_session_timeout_ms: int
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_per_broker_percentage: int
+    leader_imbalance_check_interval_seconds: int
+    unclean_leader_election_enable: bool
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+
+    @classmethod
+    def from_settings(cls, kafka: KafkaSettings) -> BrokerSettings:
+        """The brokers' settings of ``kafka``'s generation.
+
+        Raises:
+            TypeError: a value of the wrong type (the scenario's parser rules it out).
+        """
+        return cls(
+            replica_fetch_max_bytes=kafka.get_int("replica.fetch.max.bytes"),
+            replica_lag_time_max_ms=kafka.get_int("replica.lag.time.max.ms"),
+            replica_lag_max_messages=kafka.get_int("replica.lag.max.messages"),
+            zookeeper_session_timeout_ms=kafka.get_int("zookeeper.session.timeout.ms"),
+            auto_leader_rebalance_enable=kafka.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_per_broker_percentage=kafka.get_int(
+                "leader.imbalance.per.broker.percentage"
+            ),
+            leader_imbalance_check_interval_seconds=kafka.get_int(
+                "leader.imbalance.check.interval.seconds"
+            ),
+            unclean_leader_election_enable=kafka.get_bool("unclean.leader.election.enable"),
+            offsets_topic_num_partitions=kafka.get_int("offsets.topic.num.partitions"),
+            offsets_topic_replication_factor=kafka.get_int("offsets.topic.replication.factor"),
+        )
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """A consumer's fetch path by Kafka name, as its consumer host runs it.
+
+    Attributes:
+        fetch_max_bytes: the most bytes one fetch of a partition returns:
+            ``fetch.message.max.bytes`` (1048576; the 0.8 consumer's name, which
+            the emulator's hosts read for every generation).
+        queued_max_message_chunks: ``queued.max.message.chunks`` (2): the 0.8
+            consumer's chunks queued per stream.
+        fetch_wait_max_ms: how long a broker holds a fetch that finds no data:
+            ``fetch.wait.max.ms`` (100) for the 0.8 consumer, ``fetch.max.wait.ms``
+            (500) for the Java consumer.
+        max_poll_records: ``max.poll.records`` (500): what one ``poll()`` of the
+            Java consumer returns at most; ``None`` for the 0.8 consumer, which has none.
+        metadata_max_age_ms: ``metadata.max.age.ms`` (300000): a client's
+            metadata refresh.
+    """
+
+    fetch_max_bytes: int
+    queued_max_message_chunks: int
+    fetch_wait_max_ms: int
+    max_poll_records: int | None
+    metadata_max_age_ms: int
+
+    @classmethod
+    def from_settings(cls, kafka: KafkaSettings) -> FetchSettings:
+        """The fetch path of ``kafka``'s generation.
+
+        Raises:
+            TypeError: a value of the wrong type (the scenario's parser rules it out).
+        """
+        legacy = kafka.generation == "zookeeper"
+        return cls(
+            fetch_max_bytes=kafka.get_int("fetch.message.max.bytes"),
+            queued_max_message_chunks=kafka.get_int("queued.max.message.chunks"),
+            fetch_wait_max_ms=kafka.get_int("fetch.wait.max.ms" if legacy else "fetch.max.wait.ms"),
+            max_poll_records=None if legacy else kafka.get_int("max.poll.records"),
+            metadata_max_age_ms=kafka.get_int("metadata.max.age.ms"),
+        )
