@@ -30,7 +30,7 @@ from typing import Any
 import ray
 
 from actors.broker import BrokerActor
-from actors.consumer_host import ConsumerHostActor, MemberSpec
+from actors.consumer_host import ConsumerHostActor
 from actors.context import RunContext
 from actors.coordinator_host import HEARTBEAT_GAP_BOUNDS_MS
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
@@ -39,6 +39,7 @@ from actors.spool import collect, current_node, spool_root_setting
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import SCHEMA_VERSION, EventKind
+from emulator.host.core import MemberSpec
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario
 from emulator.storage import Location, StorageError, resolve

@@ -78,10 +78,11 @@ from typing import Any
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
-from actors.consumer_host import TICK_S, ConsumerHostCore, MemberSpec
+from actors.consumer_host import TICK_S, ConsumerHostCore
 from actors.context import RunContext
 from actors.legacy_member import LegacyMember
 from emulator.eventlog import read_run_events
+from emulator.host.core import MemberSpec
 from emulator.legacy.assignors import AssignmentStrategy, assign_all
 from emulator.legacy.consumer import ConsumerState
 from zk_registry.brokers import create_topic, register_broker, setup_common_paths

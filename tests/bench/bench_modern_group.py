@@ -109,10 +109,11 @@ from pathlib import Path
 from typing import Any
 
 from actors.broker import BrokerCore
-from actors.consumer_host import TICK_S, ConsumerHostCore, MemberSpec
+from actors.consumer_host import TICK_S, ConsumerHostCore
 from actors.context import RunContext
 from actors.protocols import SPECS, assignor_for
 from emulator.eventlog import iter_events
+from emulator.host.core import MemberSpec
 from emulator.modern.placement import offsets_topic_assignment
 
 REPO = Path(__file__).resolve().parents[2]
