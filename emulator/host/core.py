@@ -32,7 +32,7 @@ from emulator.host.legacy_member import LegacyShell
 from emulator.host.modern_member import ModernMember
 from emulator.host.shell import MemberShell, TopicPartition
 from emulator.legacy.config import LegacyConsumerConfig
-from emulator.modern.machine import make_member_machine
+from emulator.modern.machine import MemberMachine, make_member_machine
 from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.protocols import ProtocolSpec, spec
 
@@ -330,6 +330,15 @@ class HostCore:
             seed=self.config.seed,
             rebalance_listener=self.config.rebalance_listener,
         )
+        return self.attach_modern(spec, machine, broker_ids)
+
+    def attach_modern(
+        self, spec: MemberSpec, machine: MemberMachine, broker_ids: Sequence[int]
+    ) -> str:
+        """Take a modern member machine into the host as ``spec`` and start it.
+
+        Its requests queue in the host's outbox, one batch per broker per tick.
+        """
         box: list[ModernMember] = []
 
         def send(broker: int, req: GroupRequest, b: list[ModernMember] = box) -> None:
