@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -32,6 +32,10 @@ from emulator.host.modern_member import ModernMember
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
+
+if TYPE_CHECKING:
+    from zk_registry.client import ZkClient, ZkOpCounter
+    from zk_registry.proxy import FaultProxy
 
 TopicPartition = tuple[str, int]
 TICK_S = 0.02
@@ -87,7 +91,7 @@ class ConsumerHostCore(Locatable):
         self.retry_deadline_s = max(30.0, 20 * self.session_timeout_s)
         self.tick_lag_max_ms = 0.0
         # Every legacy member's ZooKeeper requests and watch notifications, summed.
-        self.zk_ops: Any = None
+        self.zk_ops: ZkOpCounter | None = None
         if self.core.spec.members_use_zookeeper:
             from zk_registry.client import ZkOpCounter
 
@@ -211,11 +215,15 @@ class ConsumerHostCore(Locatable):
         loop = asyncio.get_running_loop()
         gate = asyncio.Semaphore(16)  # emulator bound: connects in flight at once
 
-        async def connect_one(spec: MemberSpec) -> tuple[Any, Any, list[LegacyMember]]:
+        async def connect_one(
+            spec: MemberSpec,
+        ) -> tuple[ZkClient, FaultProxy | None, list[LegacyMember]]:
             async with gate:
                 return await connect_unbounded(spec)
 
-        async def connect_unbounded(spec: MemberSpec) -> tuple[Any, Any, list[LegacyMember]]:
+        async def connect_unbounded(
+            spec: MemberSpec,
+        ) -> tuple[ZkClient, FaultProxy | None, list[LegacyMember]]:
             proxy = None
             connect = self.ctx.zk_connect
             if spec.use_proxy or spec.zk_latency_ms > 0:
@@ -369,13 +377,15 @@ class ConsumerHostCore(Locatable):
         member = self.core.retire(name, how)
         if not isinstance(member, LegacyMember):
             return
-        member.driver.stop_watches()
+        if member.driver is not None:
+            member.driver.stop_watches()
         # After a crash the proxy is down, so closing the client sends no
         # closeSession: the server expires the session after its timeout.
         # Without a proxy a crash would look like a clean close, so the
         # orchestrator gives every member it will crash a proxy.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(member.zk.stop_async(), 10.0)
+        if member.zk is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(member.zk.stop_async(), 10.0)
         if member.proxy is not None:
             await member.proxy.close()
 
@@ -507,7 +517,7 @@ class ConsumerHostCore(Locatable):
         from zk_registry.faults import expire_session
 
         member = self.members.get(name)
-        if not isinstance(member, LegacyMember):
+        if not isinstance(member, LegacyMember) or member.zk is None:
             return False
         cid = member.zk.client_id
         if cid is None:

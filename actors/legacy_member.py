@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from emulator.host.legacy_member import LegacyShell
 from emulator.host.shell import EmitFn
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.legacy.messages import IoResult, Request
 
+if TYPE_CHECKING:
+    from zk_registry.client import ZkClient
+    from zk_registry.legacy_driver import LegacyZkDriver
+    from zk_registry.proxy import FaultProxy
+
 
 class _ProxyLink:
     """A :class:`~emulator.host.legacy_member.SessionLink` over a fault proxy."""
 
-    def __init__(self, proxy: Any) -> None:
+    def __init__(self, proxy: FaultProxy) -> None:
         self.proxy = proxy
 
     def blackhole(self, on: bool) -> None:
@@ -48,11 +53,11 @@ class LegacyMember(LegacyShell):
         self,
         name: str,
         machine: LegacyConsumer,
-        zk: Any,
-        driver: Any,
+        zk: ZkClient | None,
+        driver: LegacyZkDriver | None,
         emit: EmitFn,
         now_ms: Callable[[], float],
-        proxy: Any = None,
+        proxy: FaultProxy | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -74,6 +79,7 @@ class LegacyMember(LegacyShell):
 
     async def _perform_io(self, req: Request) -> None:
         try:
+            assert self.driver is not None, "a member without a driver performs nothing"
             result: IoResult = await self.driver.execute(req)
         except Exception as exc:  # the driver turns ZooKeeper errors into results
             result = IoResult(error=type(exc).__name__)
