@@ -73,13 +73,13 @@ class ConsumerHostCore(Locatable):
                 rebalance_listener=ctx.rebalance_listener,
                 seed=ctx.seed,
             ),
-            self,
+            _HostIO(self),
             self.events,
             self.clock.now_ms,
             session=f"host-{index}",
             partitions_per_topic=ctx.partitions_per_topic,
         )
-        self.faults = HostFaults(self.core, self)
+        self.faults = HostFaults(self.core, _HostIO(self))
         self.members = self.core.members
         self.specs = self.core.specs
         self.gone = self.core.gone
@@ -128,22 +128,6 @@ class ConsumerHostCore(Locatable):
 
     # ------------------------------------------------- the core's transport
 
-    def leader(self, tp: TopicPartition) -> int | None:
-        """The leader of ``tp`` as the leader cache knows it."""
-        return self.leader_cache.leader(tp)
-
-    def not_leader(self, tp: TopicPartition) -> None:
-        """A broker answered NotLeaderForPartition for ``tp``."""
-        self.leader_cache.not_leader(tp)
-
-    def refresh_leaders(self) -> None:
-        """Start a leader refresh if one is due."""
-        self.leader_cache.maybe_refresh()
-
-    def send_fetch(self, call: FetchCall) -> None:
-        """Make one fetch-session call (a dead broker: refresh leaders, fetch again)."""
-        self._spawn(self._fetch(call))
-
     async def _fetch(self, call: FetchCall) -> None:
         try:
             handle = self.leader_cache.handle(call.broker)
@@ -162,10 +146,6 @@ class ConsumerHostCore(Locatable):
             return
         self.core.fetch_answered(call.broker, [FetchAnswer(*a) for a in result])
 
-    def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
-        """Send one batch of group requests to ``broker``."""
-        self._spawn(self._group_exchange(broker, requests))
-
     async def _group_exchange(self, broker: int, reqs: list[GroupRequest]) -> None:
         try:
             handle = self.leader_cache.handle(broker)
@@ -176,21 +156,6 @@ class ConsumerHostCore(Locatable):
             self.leader_cache.failed(broker)
             answers = None
         self.core.group_answered(broker, reqs, answers)
-
-    def after(self, key: tuple[str, str], delay_ms: float, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the loop ``delay_ms`` emulated ms from now (replaces ``key``'s timer)."""
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-
-        async def later() -> None:
-            await asyncio.sleep(self.ctx.scaled_s(delay_ms))
-            if self._timers.get(key) is task:
-                del self._timers[key]
-            fn()
-
-        task = asyncio.ensure_future(later())
-        self._timers[key] = task
 
     # --------------------------------------------------------------- members
 
@@ -557,6 +522,49 @@ class ConsumerHostCore(Locatable):
     async def owners(self) -> dict[str, list[TopicPartition]]:
         """Each live member's owned partitions (its in-memory topicRegistry)."""
         return self.core.owners()
+
+
+class _HostIO:
+    """The core's transport and timers: the host's leader cache, Ray calls and asyncio timers."""
+
+    def __init__(self, host: ConsumerHostCore) -> None:
+        self.host = host
+
+    def leader(self, tp: TopicPartition) -> int | None:
+        """The leader of ``tp`` as the leader cache knows it."""
+        return self.host.leader_cache.leader(tp)
+
+    def not_leader(self, tp: TopicPartition) -> None:
+        """A broker answered NotLeaderForPartition for ``tp``."""
+        self.host.leader_cache.not_leader(tp)
+
+    def refresh_leaders(self) -> None:
+        """Start a leader refresh if one is due."""
+        self.host.leader_cache.maybe_refresh()
+
+    def send_fetch(self, call: FetchCall) -> None:
+        """Make one fetch-session call."""
+        self.host._spawn(self.host._fetch(call))
+
+    def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
+        """Send one batch of group requests to ``broker``."""
+        self.host._spawn(self.host._group_exchange(broker, requests))
+
+    def after(self, key: tuple[str, str], delay_ms: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop ``delay_ms`` emulated ms from now (replaces ``key``'s timer)."""
+        timers = self.host._timers
+        old = timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        async def later() -> None:
+            await asyncio.sleep(self.host.ctx.scaled_s(delay_ms))
+            if timers.get(key) is task:
+                del timers[key]
+            fn()
+
+        task = asyncio.ensure_future(later())
+        timers[key] = task
 
 
 ConsumerHostActor = ray.remote(num_cpus=0)(ConsumerHostCore)
