@@ -21,6 +21,7 @@ from emulator.host.core import HostConfig, HostCore, MemberSpec
 from emulator.host.faults import HostFaults
 from emulator.host.fetch_client import FetchAdd, FetchAnswer, FetchCall
 from emulator.host.legacy_member import LegacyShell
+from emulator.host.metadata import LeaderMap
 from emulator.host.modern_member import ModernMember
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
@@ -648,3 +649,29 @@ def test_a_crash_abandons_the_batch_in_hand_and_retires_the_member() -> None:
     (abandoned,) = h.events.of(EventKind.RECORDS_ABANDONED)
     assert (abandoned["offset_start"], abandoned["offset_end"]) == (2, 10)
     assert h.events.of(EventKind.CONSUMER_CRASHED)[0]["member"] == "c-0"
+
+
+# ------------------------------------------------------------ leader map
+
+
+def test_an_unknown_leader_makes_the_map_stale_and_the_fallback_is_read_live() -> None:
+    fallback: dict[TopicPartition, int] = {}
+    lm = LeaderMap({TP: 1, ("t", 1): -1}, fallback, backoff_s=0.2)
+    assert lm.leader(TP) == 1 and not lm.stale
+    assert lm.leader(("t", 1)) is None and lm.stale  # -1: no leader
+    fallback[("t", 2)] = 3  # a partition added since, its leader put there by the owner
+    assert lm.by_leader([TP, ("t", 2), ("t", 1)]) == ({1: [TP], 3: [("t", 2)]}, [("t", 1)])
+
+
+def test_refreshes_are_rate_limited_and_ask_failed_brokers_last() -> None:
+    lm = LeaderMap({}, {}, backoff_s=0.2)
+    assert not lm.refresh_due(10.0)  # nothing stale
+    lm.failed(1)
+    assert lm.refresh_due(10.0)
+    assert lm.begin_refresh(10.0, [2, 1, 0]) == [2, 0, 1]  # round robin from 1; 1 is dead
+    assert not lm.refresh_due(10.1)
+    assert lm.refresh_due(10.25)
+    lm.answered({TP: 2})
+    assert not lm.stale and lm.leader(TP) == 2 and lm.refreshes == 1
+    lm.revived(1)
+    assert lm.begin_refresh(11.0, [0, 1, 2]) == [2, 0, 1]
