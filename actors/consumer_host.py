@@ -28,7 +28,7 @@ from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
 from emulator.host.faults import HostFaults
 from emulator.host.fetch_client import FetchAnswer, FetchCall
-from emulator.host.modern_member import ModernMember
+from emulator.host.modern_shell import ModernShell
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
@@ -287,7 +287,7 @@ class ConsumerHostCore(Locatable):
         member = self.members.get(name)
         if member is None:
             return False
-        if isinstance(member, ModernMember):
+        if isinstance(member, ModernShell):
             # The application finishes the batch poll() gave it, then calls close().
             await self._drain(member)
             member.close()

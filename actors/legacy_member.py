@@ -1,6 +1,6 @@
 """One emulated 0.8 consumer's ZooKeeper I/O inside a consumer host.
 
-:class:`~emulator.host.legacy_member.LegacyShell` (the core) carries out what
+:class:`~emulator.host.legacy_shell.LegacyShell` (the core) carries out what
 the :class:`~emulator.legacy.consumer.LegacyConsumer` machine decides; this
 subclass gives it what only the actor has: a ZooKeeper session of its own (so
 its ephemeral nodes live and expire alone), the driver that performs its
@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from emulator.host.legacy_member import LegacyShell
+from emulator.host.legacy_shell import LegacyShell
 from emulator.host.shell import EmitFn
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.legacy.messages import IoResult, Request
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class _ProxyLink:
-    """A :class:`~emulator.host.legacy_member.SessionLink` over a fault proxy."""
+    """A :class:`~emulator.host.legacy_shell.SessionLink` over a fault proxy."""
 
     def __init__(self, proxy: FaultProxy) -> None:
         self.proxy = proxy

@@ -1,7 +1,7 @@
 """The consumer host's core: many emulated consumers in one process, without I/O.
 
 * :mod:`emulator.host.shell`: a member's streams, fetch positions and processing.
-* :mod:`emulator.host.legacy_member` / :mod:`emulator.host.modern_member`: the
+* :mod:`emulator.host.legacy_shell` / :mod:`emulator.host.modern_shell`: the
   shells around the 0.8 machine and the modern (classic, KIP-848) machines.
 * :mod:`emulator.host.fetch_client`: one fetch session per broker for all members.
 * :mod:`emulator.host.core`: the members, the tick, group-request batching,

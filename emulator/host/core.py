@@ -1,7 +1,7 @@
 """The consumer host's core: many emulated consumers, one tick loop, no I/O.
 
-A consumer host holds many members (:class:`~emulator.host.legacy_member.LegacyShell`
-or :class:`~emulator.host.modern_member.ModernMember`). Every tick
+A consumer host holds many members (:class:`~emulator.host.legacy_shell.LegacyShell`
+or :class:`~emulator.host.modern_shell.ModernShell`). Every tick
 (:meth:`HostCore.tick`) it lets each member's state machine see the time and
 advances each stream's processing, then sends the fetches of *all* its members
 through one fetch session per broker
@@ -28,8 +28,8 @@ from typing import Protocol
 
 from emulator.events import EventKind
 from emulator.host.fetch_client import FetchAnswer, FetchCall, FetchSessionClient, Leaders
-from emulator.host.legacy_member import LegacyShell
-from emulator.host.modern_member import ModernMember
+from emulator.host.legacy_shell import LegacyShell
+from emulator.host.modern_shell import ModernShell
 from emulator.host.shell import MemberShell, TopicPartition
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.modern.machine import MemberMachine, make_member_machine
@@ -41,7 +41,7 @@ from emulator.protocols import ProtocolSpec, spec
 #: 1024 messages.
 MESSAGE_BYTES = 1024
 
-Member = LegacyShell | ModernMember
+Member = LegacyShell | ModernShell
 """A member of a host: a 0.8 consumer or a modern (classic or KIP-848) one."""
 
 
@@ -262,7 +262,7 @@ class HostCore:
             config.auto_offset_reset,
         )
         self._outbox: dict[int, list[GroupRequest]] = defaultdict(list)
-        self._awaiting: dict[int, tuple[int, ModernMember]] = {}
+        self._awaiting: dict[int, tuple[int, ModernShell]] = {}
         self._group_inflight: set[int] = set()
         self._metadata_due: dict[str, float] = {}
 
@@ -339,13 +339,13 @@ class HostCore:
 
         Its requests queue in the host's outbox, one batch per broker per tick.
         """
-        box: list[ModernMember] = []
+        box: list[ModernShell] = []
 
-        def send(broker: int, req: GroupRequest, b: list[ModernMember] = box) -> None:
+        def send(broker: int, req: GroupRequest, b: list[ModernShell] = box) -> None:
             self._outbox[broker].append(req)
             self._awaiting[req.corr] = (broker, b[0])
 
-        member = ModernMember(spec.name, machine, self.emit, self.now_ms, send, spec.bootstrap)
+        member = ModernShell(spec.name, machine, self.emit, self.now_ms, send, spec.bootstrap)
         member.manual_commit = self.config.manual_commit
         member.broker_ids = tuple(sorted(broker_ids))
         box.append(member)
@@ -364,7 +364,7 @@ class HostCore:
         """Whether ``member`` is still the live member called ``name``."""
         return self.members.get(name) is member
 
-    def queued_for(self, member: ModernMember) -> bool:
+    def queued_for(self, member: ModernShell) -> bool:
         """Whether any of ``member``'s requests still waits in the outbox."""
         mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
         return any(r.corr in mine for reqs in self._outbox.values() for r in reqs)
@@ -405,7 +405,7 @@ class HostCore:
         self.gone[name] = how
         for tp, end in member.high_water.items():
             self.processed_max[tp] = max(self.processed_max.get(tp, 0), end)
-        if isinstance(member, ModernMember):
+        if isinstance(member, ModernShell):
             mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
             for corr in mine:
                 del self._awaiting[corr]
@@ -428,7 +428,7 @@ class HostCore:
         now = self.now_ms()
         age = max(1.0, self.config.metadata_max_age_ms)
         for name, member in self.members.items():
-            if isinstance(member, ModernMember):
+            if isinstance(member, ModernShell):
                 k = math.floor((now - member.started_ms) / age) + 1
                 self._metadata_due[name] = member.started_ms + k * age
 
@@ -512,7 +512,7 @@ class HostCore:
                     del self._metadata_due[name]
                 elif now_ms >= due and not member.paused:
                     del self._metadata_due[name]
-                    if isinstance(member, ModernMember):  # only modern members have a due
+                    if isinstance(member, ModernShell):  # only modern members have a due
                         member.metadata_refresh(dict(self.partitions_per_topic))
         self.events.flush()
 

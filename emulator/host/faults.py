@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from emulator.faults import PARTITION_TARGETS
 from emulator.host.core import HostCore, Member, MemberSpec
-from emulator.host.legacy_member import LegacyShell
-from emulator.host.modern_member import ModernMember
+from emulator.host.legacy_shell import LegacyShell
+from emulator.host.modern_shell import ModernShell
 
 
 class Timers(Protocol):
@@ -180,7 +180,7 @@ class HostFaults:
                 elif not (isinstance(member, LegacyShell) and member.hold_session("partition")):
                     note = "no fault proxy: the session cannot be cut"
             elif target == "coordinator":
-                if not core.spec.has_coordinator or not isinstance(member, ModernMember):
+                if not core.spec.has_coordinator or not isinstance(member, ModernShell):
                     note = "the 0.8 consumer has no group coordinator"
                 else:
                     member.cut_coordinator = True
@@ -188,14 +188,14 @@ class HostFaults:
                         member.known_coordinator = member.machine.coordinator
             else:
                 member.fetch_cut = True
-                if isinstance(member, ModernMember):
+                if isinstance(member, ModernShell):
                     member.cut = None
             applied = note is None
             all_applied = all_applied and applied
             detail: dict[str, Any] = {"target": target, "duration_ms": duration_ms}
             if note is not None:
                 detail["skipped"] = note
-            elif isinstance(member, ModernMember) and target == "coordinator":
+            elif isinstance(member, ModernShell) and target == "coordinator":
                 detail["broker"] = member.known_coordinator
             core.fault("network_partition", name, duration_ms, **detail)
             if not applied:
@@ -208,11 +208,11 @@ class HostFaults:
                     if isinstance(m, LegacyShell):
                         m.release_session("partition")
                 elif target == "coordinator":
-                    if isinstance(m, ModernMember):
+                    if isinstance(m, ModernShell):
                         m.cut_coordinator = False
                 else:
                     m.fetch_cut = False
-                    if isinstance(m, ModernMember):
+                    if isinstance(m, ModernShell):
                         m.cut = set()
                 core.fault("network_partition", name, duration_ms, cleared=True, target=target)
 
@@ -246,7 +246,7 @@ class HostFaults:
             streams = max(spec.subscription.values(), default=1)
             new = replace(spec, subscription={t: streams for t in new_topics})
             core.specs[name] = new
-            if isinstance(member, ModernMember):
+            if isinstance(member, ModernShell):
                 core.fault("subscribe", name, None, topics=new_topics)
                 member.subscribe(new_topics)
             else:

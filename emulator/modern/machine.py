@@ -3,7 +3,7 @@
 :class:`MemberMachine` is what :class:`emulator.modern.classic_member.ClassicMember`
 (``group.protocol=classic``) and
 :class:`emulator.modern.consumer_member.ConsumerMember` (KIP-848) have in
-common: the host's member shell (:class:`emulator.host.modern_member.ModernMember`)
+common: the host's member shell (:class:`emulator.host.modern_shell.ModernShell`)
 calls nothing else. Every input takes the emulated time ``now_ms`` and returns
 :data:`emulator.modern.messages.MemberOutput` values. A capability only one
 protocol needs is still part of the interface: the other protocol implements it

@@ -317,7 +317,7 @@ PROFILE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("emulator/host/core.py", "host tick loop (HostCore.tick/send_fetches)"),
     ("emulator/host/fetch_client.py", "host tick loop (HostCore.tick/send_fetches)"),
     ("emulator/host/shell.py", "member shell (fetch_requests/process)"),
-    ("emulator/host/legacy_member.py", "legacy member (apply/_perform)"),
+    ("emulator/host/legacy_shell.py", "legacy member (apply/_perform)"),
     ("actors/legacy_member.py", "legacy member (apply/_perform)"),
     ("emulator/eventlog.py", "event log (emit/pack)"),
     ("emulator/events.py", "event log (emit/pack)"),

@@ -862,7 +862,7 @@ PROFILE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("actors/consumer_host.py", "host tick loop (consumer_host)"),
     ("emulator/host/core.py", "host tick loop (consumer_host)"),
     ("emulator/host/fetch_client.py", "host tick loop (consumer_host)"),
-    ("emulator/host/modern_member.py", "member shell (modern_member)"),
+    ("emulator/host/modern_shell.py", "member shell (modern_shell)"),
     ("emulator/host/shell.py", "member shell (fetch_requests/process)"),
     ("emulator/eventlog.py", "event log (emit/pack)"),
     ("emulator/events.py", "event log (emit/pack)"),

@@ -20,9 +20,9 @@ from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, MemberSpec
 from emulator.host.faults import HostFaults
 from emulator.host.fetch_client import FetchAdd, FetchAnswer, FetchCall
-from emulator.host.legacy_member import LegacyShell
+from emulator.host.legacy_shell import LegacyShell
 from emulator.host.metadata import LeaderMap
-from emulator.host.modern_member import ModernMember
+from emulator.host.modern_shell import ModernShell
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.legacy.messages import Request
@@ -222,12 +222,12 @@ class Host:
 
     def add(
         self, machine: StubMachine, name: str = "c-0", bootstrap: int = 0, index: int = 0
-    ) -> ModernMember:
+    ) -> ModernShell:
         spec = MemberSpec(name, name, {"t": 1}, index=index, bootstrap=bootstrap)
         self.core.expect([spec])
         self.core.attach_modern(spec, machine, [0, 1, 2])
         member = self.core.members[name]
-        assert isinstance(member, ModernMember)
+        assert isinstance(member, ModernShell)
         return member
 
     def at(self, t: float) -> None:
@@ -301,7 +301,7 @@ def test_group_requests_go_in_one_call_per_broker_with_one_call_in_flight() -> N
     )
     assert [args[1] for args in a.called("on_response")] == [FindCoordinatorResponse(11, node_id=2)]
     member = h.core.members["c-0"]
-    assert isinstance(member, ModernMember)
+    assert isinstance(member, ModernShell)
     assert member.coordinator == 2
     # Still waiting for broker 1: the next tick collects its answers (an empty batch).
     h.at(60.0)

@@ -30,8 +30,8 @@ from emulator.modern.messages import (
 STREAM = "poll-loop"
 
 
-class ModernMember(MemberShell):
-    """The I/O shell around one modern consumer.
+class ModernShell(MemberShell):
+    """The shell around one modern consumer: its requests, answers and poll loop.
 
     Args:
         name: scenario name (``c-0``).
