@@ -61,6 +61,7 @@ class ConsumerHostCore(Locatable):
         self.clock = ctx.clock()
         self.events = ctx.writer(f"host-{index}", self.clock)
         self.config = LegacyConsumerConfig.from_kafka(ctx.kafka)
+        io = _HostIO(self)
         self.core = HostCore(
             HostConfig.from_kafka(
                 ctx.protocol,
@@ -73,13 +74,13 @@ class ConsumerHostCore(Locatable):
                 rebalance_listener=ctx.rebalance_listener,
                 seed=ctx.seed,
             ),
-            _HostIO(self),
+            io,
             self.events,
             self.clock.now_ms,
             session=f"host-{index}",
             partitions_per_topic=ctx.partitions_per_topic,
         )
-        self.faults = HostFaults(self.core, _HostIO(self))
+        self.faults = HostFaults(self.core, io)
         self.members = self.core.members
         self.specs = self.core.specs
         self.gone = self.core.gone
