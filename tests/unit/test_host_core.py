@@ -675,3 +675,27 @@ def test_refreshes_are_rate_limited_and_ask_failed_brokers_last() -> None:
     assert not lm.stale and lm.leader(TP) == 2 and lm.refreshes == 1
     lm.revived(1)
     assert lm.begin_refresh(11.0, [0, 1, 2]) == [2, 0, 1]
+
+
+# --------------------------------------------------------- real machines
+
+
+@pytest.mark.parametrize("protocol", ["classic-eager", "classic-cooperative", "consumer"])
+def test_a_real_member_looks_its_coordinator_up_at_its_bootstrap_broker(protocol: str) -> None:
+    h = Host(protocol)
+    spec = MemberSpec("c-3", "c-3", {"t": 1}, index=3, bootstrap=2)
+    h.core.expect([spec])
+    h.core.add_modern(spec, [2, 0, 1])
+    member = h.core.members["c-3"]
+    assert isinstance(member, ModernShell)
+    assert member.broker_ids == (0, 1, 2)
+    h.at(20.0)
+    ((broker, reqs),) = h.transport.group_calls
+    assert broker == 2
+    assert [type(r) for r in reqs] == [FindCoordinatorRequest]
+    # Correlation ids start in the member's own range (index 3, first start).
+    assert reqs[0].corr > 4_000_000_000
+    h.core.group_answered(2, reqs, [FindCoordinatorResponse(reqs[0].corr, node_id=1)])
+    assert member.coordinator == 1
+    h.at(40.0)
+    assert h.transport.group_calls[-1][0] == 1  # the join (or heartbeat) goes to it
