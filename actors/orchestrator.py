@@ -29,7 +29,7 @@ import ray
 
 from actors import timeline
 from actors.broker import BrokerActor
-from actors.consumer_host import ConsumerHostActor, MemberSpec
+from actors.consumer_host import ConsumerHostActor
 from actors.context import RunContext
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
 from actors.producer import ProducerActor
@@ -49,6 +49,7 @@ from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import EventKind
+from emulator.host.core import MemberSpec
 from emulator.kafka_keys import kafka_version_at_least
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario

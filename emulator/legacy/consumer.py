@@ -182,7 +182,7 @@ class LegacyConsumer:
 
     # ------------------------------------------------------------------ inputs
 
-    def start(self, now: float) -> list[Output]:
+    def start(self, now_ms: float) -> list[Output]:
         """``createMessageStreams``: register, subscribe the watches, rebalance.
 
         The driver subscribes the child watch on ``/consumers/<g>/ids`` and the
@@ -191,22 +191,22 @@ class LegacyConsumer:
         """
         if self.state is not ConsumerState.NEW:
             raise RuntimeError(f"consumer {self.member} already started")
-        self._now = now
+        self._now = now_ms
         self.state = ConsumerState.REGISTERING
         if self.config.auto_commit_enable:
-            self._next_autocommit = now + self.config.auto_commit_interval_ms
+            self._next_autocommit = now_ms + self.config.auto_commit_interval_ms
         out: list[Output] = [self._emit(EventKind.CONSUMER_STARTED)]
         self._lock_jobs.append(("register_and_rebalance", "start"))
         out.extend(self._pump_lock())
         return out
 
-    def watch_fired(self, now: float, source: str) -> list[Output]:
+    def watch_fired(self, now_ms: float, source: str) -> list[Output]:
         """A watched znode changed: ``ids`` (group membership), ``topic:<t>`` or ``brokers``.
 
         Only sets ``isWatcherTriggered`` and wakes the executor, as
         ``ZKRebalancerListener.rebalanceEventTriggered`` does.
         """
-        self._now = now
+        self._now = now_ms
         self.stats.watch_events += 1
         if self._shutting_down or self.state is ConsumerState.CLOSED:
             return []
@@ -216,7 +216,7 @@ class LegacyConsumer:
         out.extend(self._wake_executor())
         return out
 
-    def new_session(self, now: float) -> list[Output]:
+    def new_session(self, now_ms: float) -> list[Output]:
         """``ZKSessionExpireListener.handleNewSession`` after the old session expired.
 
         Clears the registry without stopping the fetchers (``resetState``) and
@@ -227,7 +227,7 @@ class LegacyConsumer:
         ``handleNewSession`` on the zkclient event thread, which delivers no
         watch event until it returns.
         """
-        self._now = now
+        self._now = now_ms
         if self._shutting_down or self.state is ConsumerState.CLOSED:
             return []
         out: list[Output] = [self._emit(EventKind.REBALANCE_TRIGGERED, reason="new_session")]
@@ -261,7 +261,7 @@ class LegacyConsumer:
         """Whether the application's ``commitOffsets()`` is still running."""
         return self._app.proc is not None
 
-    def app_commit(self, now: float) -> list[Output]:
+    def app_commit(self, now_ms: float) -> list[Output]:
         """The application calls ``commitOffsets()`` (its pattern with auto-commit off).
 
         Writes the consumed offsets that changed, as the rebalance and the
@@ -269,15 +269,15 @@ class LegacyConsumer:
         application waits (:attr:`app_committing`). A call while one runs is
         dropped (the application thread cannot make two at once).
         """
-        self._now = now
+        self._now = now_ms
         if self._app.proc is not None or self._shutting_down:
             return []
         self._app.proc = self._commit_proc("manual")
         return self._advance(self._app, None)
 
-    def complete(self, now: float, rid: int, result: IoResult) -> list[Output]:
+    def complete(self, now_ms: float, rid: int, result: IoResult) -> list[Output]:
         """The driver's answer to request ``rid``."""
-        self._now = now
+        self._now = now_ms
         self.stats.zk_reads += result.reads
         self.stats.zk_writes += result.writes
         for ch in self._channels:
@@ -289,21 +289,21 @@ class LegacyConsumer:
                 return self._advance(ch, result)
         raise KeyError(f"consumer {self.member}: no request {rid} is outstanding")
 
-    def poll(self, now: float) -> list[Output]:
+    def poll(self, now_ms: float) -> list[Output]:
         """Let time pass: wake sleepers and run the auto-committer."""
-        self._now = now
+        self._now = now_ms
         out: list[Output] = []
         for ch in self._channels:
-            if ch.sleep_until is not None and now >= ch.sleep_until:
+            if ch.sleep_until is not None and now_ms >= ch.sleep_until:
                 ch.sleep_until = None
                 out.extend(self._advance(ch, None))
         if (
             self._next_autocommit is not None
-            and now >= self._next_autocommit
+            and now_ms >= self._next_autocommit
             and not self._shutting_down
         ):
             # scheduleAtFixedRate: the next run is one period after the last due time.
-            while self._next_autocommit <= now:
+            while self._next_autocommit <= now_ms:
                 self._next_autocommit += self.config.auto_commit_interval_ms
             if self._autocommit.proc is None:
                 self._autocommit.proc = self._commit_proc("auto")
@@ -324,13 +324,13 @@ class LegacyConsumer:
         ]
         return min(times) if times else None
 
-    def shutdown(self, now: float) -> list[Output]:
+    def shutdown(self, now_ms: float) -> list[Output]:
         """Graceful ``shutdown()``: stop fetchers, commit, close the ZooKeeper session.
 
         An in-flight rebalance is abandoned (``isShuttingDown``); the closed
         session deletes the ids and owner znodes on the server.
         """
-        self._now = now
+        self._now = now_ms
         if self._shutting_down:
             return []
         self._shutting_down = True

@@ -93,7 +93,6 @@ from emulator.modern.messages import (
     NO_GENERATION,
     UNKNOWN_MEMBER_ID,
     Assignment,
-    Effect,
     Emit,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -104,6 +103,7 @@ from emulator.modern.messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    MemberOutput,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -115,9 +115,6 @@ from emulator.modern.messages import (
     SyncGroupResponse,
     TopicPartition,
 )
-
-MemberOutput = GroupRequest | Effect
-"""What the member returns: requests for the coordinator (or any broker) and effects."""
 
 PROTOCOL_TYPE: Final = "consumer"
 """``ConsumerProtocol.PROTOCOL_TYPE``."""
@@ -380,22 +377,22 @@ class ClassicMember:
 
     # ----------------------------------------------------------------- inputs
 
-    def start(self, now: float) -> list[MemberOutput]:
+    def start(self, now_ms: float) -> list[MemberOutput]:
         """``subscribe()`` and the first ``poll()``: find the coordinator, then join."""
         if self._started:
             raise RuntimeError(f"member {self.member} already started")
         self._started = True
-        self._now = now
-        self._last_app_poll = now
+        self._now = now_ms
+        self._last_app_poll = now_ms
         if self.config.enable_auto_commit:
-            self._next_auto_commit = now + self.config.auto_commit_interval_ms
+            self._next_auto_commit = now_ms + self.config.auto_commit_interval_ms
         self._emit(EventKind.CONSUMER_STARTED, detail=f"protocol={self.protocol}")
         self._request_rejoin("initial join")
         return self._run()
 
-    def on_response(self, now: float, response: GroupResponse) -> list[MemberOutput]:
+    def on_response(self, now_ms: float, response: GroupResponse) -> list[MemberOutput]:
         """A response to one of this member's requests (unknown ``corr`` is ignored)."""
-        self._now = now
+        self._now = now_ms
         pending = self._pending.pop(response.corr, None)
         if pending is None or self.closed:
             return self._run()
@@ -415,28 +412,28 @@ class ClassicMember:
         handler(pending, response)
         return self._run()
 
-    def poll(self, now: float) -> list[MemberOutput]:
+    def poll(self, now_ms: float) -> list[MemberOutput]:
         """Let time pass: request timeouts, the heartbeat thread, and the application
         thread's pending work if the application is inside ``poll()``."""
-        self._now = now
+        self._now = now_ms
         for corr, p in sorted(self._pending.items()):
-            if corr in self._pending and now >= p.expires_at:
+            if corr in self._pending and now_ms >= p.expires_at:
                 self._on_request_timeout(corr, p)
         return self._run()
 
-    def app_polled(self, now: float) -> list[MemberOutput]:
+    def app_polled(self, now_ms: float) -> list[MemberOutput]:
         """The application called ``poll()`` again (its batch is done).
 
         Resets the ``max.poll.interval.ms`` timer (``pollHeartbeat``) and runs
         what waited for the application thread: rejoining, the rebalance
         callbacks, auto-commit, committed-offset fetches.
         """
-        self._now = now
+        self._now = now_ms
         self._app_in_poll = True
-        self._last_app_poll = now
+        self._last_app_poll = now_ms
         return self._run()
 
-    def app_idle(self, now: float) -> list[MemberOutput] | None:
+    def app_idle(self, now_ms: float) -> list[MemberOutput] | None:
         """The application is still in ``poll()`` with nothing to process.
 
         An emulator shortcut for the host loop, which calls this every tick
@@ -447,14 +444,14 @@ class ClassicMember:
         """
         if self._app_in_poll:
             return None
-        return self.app_polled(now)
+        return self.app_polled(now_ms)
 
-    def app_processing(self, now: float) -> list[MemberOutput]:
+    def app_processing(self, now_ms: float) -> list[MemberOutput]:
         """``poll()`` returned records: the application is processing them until
         :meth:`app_polled`. The poll timer runs from now."""
-        self._now = now
+        self._now = now_ms
         self._app_in_poll = False
-        self._last_app_poll = now
+        self._last_app_poll = now_ms
         return self._run()
 
     def consumed(self, tp: TopicPartition, next_offset: int) -> None:
@@ -476,7 +473,7 @@ class ClassicMember:
         c = self._app_commit
         return c is not None and c.outcome is None
 
-    def app_commit(self, now: float, *, sync: bool) -> list[MemberOutput]:
+    def app_commit(self, now_ms: float, *, sync: bool) -> list[MemberOutput]:
         """The application commits ``allConsumed()`` (``commitSync`` / ``commitAsync``).
 
         An emulator knob (``[group].manual_commit``) naming the usual pattern
@@ -485,21 +482,21 @@ class ClassicMember:
         (``RebalanceInProgressException`` / ``CommitFailedException``), which
         the application logs. With ``sync`` it waits (:attr:`app_committing`).
         """
-        self._now = now
+        self._now = now_ms
         commit = self._commit_async(self._all_consumed(), "manual")
         if sync:
             self._app_commit = commit
         return self._run()
 
     def update_metadata(
-        self, now: float, partitions_per_topic: Mapping[str, int]
+        self, now_ms: float, partitions_per_topic: Mapping[str, int]
     ) -> list[MemberOutput]:
         """New cluster metadata; the leader rejoins if the assigned topics changed."""
-        self._now = now
+        self._now = now_ms
         self._metadata = dict(partitions_per_topic)
         return self._run()
 
-    def subscribe(self, now: float, topics: Sequence[str]) -> list[MemberOutput]:
+    def subscribe(self, now_ms: float, topics: Sequence[str]) -> list[MemberOutput]:
         """``KafkaConsumer.subscribe`` with another set of topics.
 
         ``ConsumerCoordinator.rejoinNeededOrPending`` sees that the
@@ -509,7 +506,7 @@ class ClassicMember:
         rebalance's ``onJoinPrepare`` (EAGER: all revoked; COOPERATIVE: those
         of the dropped topics).
         """
-        self._now = now
+        self._now = now_ms
         new = tuple(sorted(set(topics)))
         if not new:
             raise ValueError("a member subscribes to at least one topic")
@@ -519,7 +516,7 @@ class ClassicMember:
         self._request_rejoin("subscription has changed")
         return self._run()
 
-    def request_failed(self, now: float, corr: int) -> list[MemberOutput]:
+    def request_failed(self, now_ms: float, corr: int) -> list[MemberOutput]:
         """Request ``corr``'s connection dropped (the broker is gone): ``DisconnectException``.
 
         A FindCoordinator is retried after ``retry.backoff.ms``; anything sent
@@ -527,29 +524,29 @@ class ClassicMember:
         flight to it (``markCoordinatorUnknown``). Unknown ``corr`` (answered
         or abandoned meanwhile) is ignored.
         """
-        self._now = now
+        self._now = now_ms
         p = self._pending.get(corr)
         if p is None:
             return []
         if p.kind == "find":
             del self._pending[corr]
             self._find_corr = None
-            self._next_lookup_at = now + self.config.retry_backoff_ms
+            self._next_lookup_at = now_ms + self.config.retry_backoff_ms
         else:
             self._mark_coordinator_unknown("disconnected", log=True)
         return self._run()
 
-    def close(self, now: float) -> list[MemberOutput]:
+    def close(self, now_ms: float) -> list[MemberOutput]:
         """``KafkaConsumer.close()``: commit (auto-commit on), revoke, leave if dynamic.
 
         The last commit is waited for up to ``close_timeout_ms``; a dynamic
         member then sends LeaveGroup, a static one does not (B5, B9).
         """
-        self._now = now
+        self._now = now_ms
         if self.closed or self._closing:
             return []
         self._closing = True
-        self._close_deadline = now + self.config.close_timeout_ms
+        self._close_deadline = now_ms + self.config.close_timeout_ms
         if self.config.enable_auto_commit and self._all_consumed():
             self._close_commit = self._commit_async(self._all_consumed(), "close")
         return self._run()

@@ -71,12 +71,12 @@ from emulator.modern.messages import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    Effect,
     Emit,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     GroupRequest,
     GroupResponse,
+    MemberOutput,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -85,8 +85,6 @@ from emulator.modern.messages import (
     StopFetching,
     TopicPartition,
 )
-
-Output = GroupRequest | Effect
 
 FATAL_HEARTBEAT_ERRORS = frozenset(
     {
@@ -332,27 +330,27 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ inputs
 
-    def start(self, now: float) -> list[Output]:
+    def start(self, now_ms: float) -> list[MemberOutput]:
         """``subscribe`` and the first ``poll``: find the coordinator and join."""
         if self._started:
             raise RuntimeError(f"member {self.member} already started")
         self._started = True
-        self._now = now
-        out: list[Output] = [self._emit(EventKind.CONSUMER_STARTED)]
-        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._now = now_ms
+        out: list[MemberOutput] = [self._emit(EventKind.CONSUMER_STARTED)]
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
         if self.config.enable_auto_commit:
-            self._auto_commit_at = now + self.config.auto_commit_interval_ms
+            self._auto_commit_at = now_ms + self.config.auto_commit_interval_ms
         self._transition_to_joining()
         out.extend(self._pump())
         return out
 
-    def on_response(self, now: float, response: GroupResponse) -> list[Output]:
+    def on_response(self, now_ms: float, response: GroupResponse) -> list[MemberOutput]:
         """The answer to one of this member's requests (matched by ``corr``).
 
         Responses to requests the member no longer waits for are ignored.
         """
-        self._now = now
-        out: list[Output] = []
+        self._now = now_ms
+        out: list[MemberOutput] = []
         corr = response.corr
         if corr == self._find_corr and isinstance(response, FindCoordinatorResponse):
             self._find_corr = None
@@ -371,9 +369,9 @@ class ConsumerMember:
         out.extend(self._pump())
         return out
 
-    def poll(self, now: float) -> list[Output]:
+    def poll(self, now_ms: float) -> list[MemberOutput]:
         """Let time pass: heartbeats, retries, auto-commit, the poll timer."""
-        self._now = now
+        self._now = now_ms
         return self._pump()
 
     def next_deadline(self) -> float | None:
@@ -413,23 +411,23 @@ class ConsumerMember:
             best = recon.retry_at
         return None if best == math.inf else best
 
-    def app_polled(self, now: float) -> list[Output]:
+    def app_polled(self, now_ms: float) -> list[MemberOutput]:
         """The application called ``poll()``: reset the poll timer; a STALE member rejoins.
 
         A revocation waiting for the application's rebalance listener runs now
         (``processBackgroundEvents`` inside ``poll()``).
         """
-        self._now = now
+        self._now = now_ms
         self._app_busy = False
-        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
         self._poll_timer_expired = False
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if self.state is MemberState.STALE and not self.closed:
             self._transition_to_joining()
         out.extend(self._pump())
         return out
 
-    def app_idle(self, now: float) -> list[Output] | None:
+    def app_idle(self, now_ms: float) -> list[MemberOutput] | None:
         """The application is still in ``poll()`` with nothing to process.
 
         As :meth:`app_polled` (the poll timer restarts, a STALE member
@@ -441,17 +439,17 @@ class ConsumerMember:
             None when only the poll timer moved (later: :meth:`next_deadline`
             can only grow), else what :meth:`app_polled` returns.
         """
-        self._now = now
-        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._now = now_ms
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
         self._poll_timer_expired = False
         if self._app_busy:
-            return self.app_polled(now)
+            return self.app_polled(now_ms)
         if self.state is MemberState.STALE and not self.closed:
             self._transition_to_joining()
             return self._pump()
         return None
 
-    def app_processing(self, now: float) -> list[Output]:
+    def app_processing(self, now_ms: float) -> list[MemberOutput]:
         """``poll()`` returned records: the application processes them until :meth:`app_polled`.
 
         The poll timer runs from this call. Nothing else waits for the
@@ -461,8 +459,8 @@ class ConsumerMember:
         :meth:`app_polled` first (``poll()`` began: its ``PollEvent``), then
         :meth:`consumed` (the positions move), then this.
         """
-        self._now = now
-        self._poll_deadline = now + self.config.max_poll_interval_ms
+        self._now = now_ms
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
         self._poll_timer_expired = False
         self._app_busy = True
         return []
@@ -484,7 +482,7 @@ class ConsumerMember:
         """Whether the application's own ``commitSync`` is still in flight."""
         return self._app_commit is not None and self._app_commit in self._commits
 
-    def app_commit(self, now: float, *, sync: bool) -> list[Output]:
+    def app_commit(self, now_ms: float, *, sync: bool) -> list[MemberOutput]:
         """The application commits ``allConsumed()`` itself (``commitSync``/``commitAsync``).
 
         An emulator knob (``[group].manual_commit``) naming the usual pattern
@@ -493,8 +491,8 @@ class ConsumerMember:
         (:attr:`app_committing`). A member outside the group (epoch <= 0)
         has nothing it may commit.
         """
-        self._now = now
-        out: list[Output] = []
+        self._now = now_ms
+        out: list[MemberOutput] = []
         offsets = self._offsets_to_commit()
         if offsets and self.member_epoch > 0 and not self._closing and not self.closed:
             corr = self._send_commit("manual", offsets, out)
@@ -503,10 +501,10 @@ class ConsumerMember:
         out.extend(self._pump())
         return out
 
-    def close(self, now: float) -> list[Output]:
+    def close(self, now_ms: float) -> list[MemberOutput]:
         """``close()``: commit, revoke everything, leave (-1; -2 for a static member)."""
-        self._now = now
-        out: list[Output] = []
+        self._now = now_ms
+        out: list[MemberOutput] = []
         if self.closed or self._closing:
             return out
         self._closing = True
@@ -524,7 +522,7 @@ class ConsumerMember:
         out.extend(self._pump())
         return out
 
-    def request_failed(self, now: float, corr: int) -> list[Output]:
+    def request_failed(self, now_ms: float, corr: int) -> list[MemberOutput]:
         """Request ``corr`` got no answer within ``request.timeout.ms``.
 
         ``NetworkClient`` then drops the connection and the request fails with
@@ -535,50 +533,50 @@ class ConsumerMember:
         commit manager does with a disconnect: rediscover, then retry).
         Unknown ``corr`` (answered or abandoned meanwhile) is ignored.
         """
-        self._now = now
-        out: list[Output] = []
+        self._now = now_ms
+        out: list[MemberOutput] = []
         if corr == self._find_corr:
             self._find_corr = None
             out.append(self._timed_out("FindCoordinator"))
-            self._find_at = now + self._backoff(self._find_attempts)
+            self._find_at = now_ms + self._backoff(self._find_attempts)
             self._find_attempts += 1
         elif corr == self._hb_corr:
             self._hb_corr = None
             out.append(self._timed_out("ConsumerGroupHeartbeat"))
             self._reset_sent_fields()
             self._mark_coordinator_unknown()
-            self._hb_at = now + self._backoff(self._hb_attempts)
+            self._hb_at = now_ms + self._backoff(self._hb_attempts)
             self._hb_attempts += 1
         elif corr in self._commits:
             out.append(self._timed_out("OffsetCommit"))
             return out + self.on_response(
-                now, OffsetCommitResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
+                now_ms, OffsetCommitResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
             )
         elif corr in self._fetches:
             out.append(self._timed_out("OffsetFetch"))
             return out + self.on_response(
-                now, OffsetFetchResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
+                now_ms, OffsetFetchResponse(corr, Errors.COORDINATOR_NOT_AVAILABLE)
             )
         else:
             return out
         out.extend(self._pump())
         return out
 
-    def subscribe(self, now: float, topics: Iterable[str]) -> list[Output]:
+    def subscribe(self, now_ms: float, topics: Iterable[str]) -> list[MemberOutput]:
         """``KafkaConsumer.subscribe`` with another set of topics.
 
         The next heartbeat carries the new ``SubscribedTopicNames`` (the
         heartbeat state sends a field when it changed); the coordinator
         computes the new target assignment and the member reconciles to it.
         """
-        self._now = now
+        self._now = now_ms
         new = tuple(sorted(set(topics)))
         if not new:
             raise ValueError("a consumer subscribes to at least one topic")
         if new == self.topics or self.closed or self._closing:
             return []
         self.topics = new
-        out: list[Output] = [
+        out: list[MemberOutput] = [
             self._emit(
                 EventKind.REBALANCE_TRIGGERED,
                 reason="subscription_changed",
@@ -587,6 +585,16 @@ class ConsumerMember:
         ]
         out.extend(self._pump())
         return out
+
+    def update_metadata(
+        self, now_ms: float, partitions_per_topic: Mapping[str, int]
+    ) -> list[MemberOutput]:
+        """New cluster metadata: nothing to do here.
+
+        A KIP-848 member does not use partition counts; the coordinator sees
+        the new partitions and computes the target assignment itself.
+        """
+        return []
 
     @property
     def is_static(self) -> bool:
@@ -605,9 +613,9 @@ class ConsumerMember:
 
     # ----------------------------------------------------------------- pumping
 
-    def _pump(self) -> list[Output]:
+    def _pump(self) -> list[MemberOutput]:
         """Do everything that is due now."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if self.closed and not self._closing:
             return out
         now = self._now
@@ -650,8 +658,8 @@ class ConsumerMember:
 
     # -------------------------------------------------------- coordinator lookup
 
-    def _on_find_coordinator(self, resp: FindCoordinatorResponse) -> list[Output]:
-        out: list[Output] = []
+    def _on_find_coordinator(self, resp: FindCoordinatorResponse) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         if resp.error is not Errors.NONE or resp.node_id < 0:
             out.append(self._request_error(resp.error, "FindCoordinator"))
             self._find_at = self._now + self._backoff(self._find_attempts)
@@ -684,9 +692,9 @@ class ConsumerMember:
             MemberState.JOINING,
         )
 
-    def _heartbeat_poll(self) -> list[Output]:
+    def _heartbeat_poll(self) -> list[MemberOutput]:
         """``AbstractHeartbeatRequestManager.poll``."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if self.coordinator is None or self._skip_heartbeat():
             if self.state is MemberState.LEAVING:
                 # onHeartbeatRequestSkipped: the leave cannot be sent.
@@ -714,9 +722,9 @@ class ConsumerMember:
             out.extend(self._send_heartbeat(leave=self.state is MemberState.LEAVING))
         return out
 
-    def _send_heartbeat(self, *, leave: bool) -> list[Output]:
+    def _send_heartbeat(self, *, leave: bool) -> list[MemberOutput]:
         """``HeartbeatState.buildRequestData``, then ``onHeartbeatRequestGenerated``."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         send_all = self.state is MemberState.JOINING
         rebalance_timeout = -1
         if send_all or self._sent_rebalance_timeout != self.config.max_poll_interval_ms:
@@ -770,8 +778,8 @@ class ConsumerMember:
                 out.extend(self._finish_close())
         return out
 
-    def _on_heartbeat(self, resp: ConsumerGroupHeartbeatResponse) -> list[Output]:
-        out: list[Output] = []
+    def _on_heartbeat(self, resp: ConsumerGroupHeartbeatResponse) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         if resp.error is not Errors.NONE:
             out.extend(self._on_heartbeat_error(resp))
             return out
@@ -792,10 +800,10 @@ class ConsumerMember:
             self._process_assignment(frozenset(resp.assignment))
         return out
 
-    def _on_heartbeat_error(self, resp: ConsumerGroupHeartbeatResponse) -> list[Output]:
+    def _on_heartbeat_error(self, resp: ConsumerGroupHeartbeatResponse) -> list[MemberOutput]:
         """``AbstractHeartbeatRequestManager.onErrorResponse``."""
         error = resp.error
-        out: list[Output] = [self._request_error(error, "ConsumerGroupHeartbeat")]
+        out: list[MemberOutput] = [self._request_error(error, "ConsumerGroupHeartbeat")]
         self._reset_sent_fields()
         if error in COORDINATOR_ERRORS:
             self._mark_coordinator_unknown()
@@ -838,8 +846,8 @@ class ConsumerMember:
         self._transition(MemberState.JOINING)
         self._target = NONE_ASSIGNMENT
 
-    def _transition_to_fenced(self) -> list[Output]:
-        out: list[Output] = []
+    def _transition_to_fenced(self) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         if self.state is MemberState.PREPARE_LEAVING:
             self.member_epoch = self._leave_epoch()
             self._current = NONE_ASSIGNMENT
@@ -867,9 +875,9 @@ class ConsumerMember:
             self._transition_to_joining()
         return out
 
-    def _transition_to_fatal(self) -> list[Output]:
+    def _transition_to_fatal(self) -> list[MemberOutput]:
         previous = self.state
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if previous not in _VALID_FROM[MemberState.FATAL]:
             return out  # a late error for a member already out of the group
         self._transition(MemberState.FATAL)
@@ -881,14 +889,14 @@ class ConsumerMember:
             out.extend(self._finish_close())
         return out
 
-    def _transition_to_sending_leave(self) -> list[Output]:
+    def _transition_to_sending_leave(self) -> list[MemberOutput]:
         """``transitionToSendingLeaveGroup``: leave epoch, no assignment, LEAVING."""
         self.member_epoch = self._leave_epoch()
         self._current = NONE_ASSIGNMENT
         self._transition(MemberState.LEAVING)
         return []
 
-    def _transition_to_stale(self) -> list[Output]:
+    def _transition_to_stale(self) -> list[MemberOutput]:
         """``transitionToStale``: the leave is sent; lose the assignment, wait for a poll."""
         self._transition(MemberState.STALE)
         self._abort_reconciliation()
@@ -900,9 +908,9 @@ class ConsumerMember:
     def _leave_epoch(self) -> int:
         return LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
 
-    def _release(self, kind: EventKind, reason: str) -> list[Output]:
+    def _release(self, kind: EventKind, reason: str) -> list[MemberOutput]:
         """Give up every owned partition (lost or revoked) and stop fetching it."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         dropped = self.owned
         if not dropped:
             return out
@@ -942,9 +950,9 @@ class ConsumerMember:
         elif self.state in (MemberState.RECONCILING, MemberState.JOINING):
             self._transition(MemberState.STABLE)
 
-    def _maybe_reconcile(self) -> list[Output]:
+    def _maybe_reconcile(self) -> list[MemberOutput]:
         """``maybeReconcile``: start a reconciliation towards the target if none runs."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if self.state is not MemberState.RECONCILING or self._target == self._current:
             return out
         if self._recon is not None:
@@ -998,8 +1006,8 @@ class ConsumerMember:
         self._recon = None
         self._rejoined_while_reconciling = False
 
-    def _reconcile_step(self) -> list[Output]:
-        out: list[Output] = []
+    def _reconcile_step(self) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         recon = self._recon
         if recon is None or self._should_abort():
             return out
@@ -1068,8 +1076,8 @@ class ConsumerMember:
         out.extend(self._complete_reconciliation({}))
         return out
 
-    def _on_offset_fetch(self, corr: int, resp: OffsetFetchResponse) -> list[Output]:
-        out: list[Output] = []
+    def _on_offset_fetch(self, corr: int, resp: OffsetFetchResponse) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         recon = self._recon
         if recon is None or recon.awaiting != corr:
             return out
@@ -1088,11 +1096,11 @@ class ConsumerMember:
 
     def _complete_reconciliation(
         self, offsets: Mapping[TopicPartition, int | None]
-    ) -> list[Output]:
+    ) -> list[MemberOutput]:
         """``assignPartitions`` and the end of ``revokeAndAssign``."""
         recon = self._recon
         assert recon is not None
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         added = recon.added - self.owned
         if added:
             positions = {tp: offsets.get(tp) for tp in sorted(added)}
@@ -1159,8 +1167,8 @@ class ConsumerMember:
             and not (self.config.commit_on_poll and self._app_busy)
         )
 
-    def _auto_commit(self) -> list[Output]:
-        out: list[Output] = []
+    def _auto_commit(self) -> list[MemberOutput]:
+        out: list[MemberOutput] = []
         interval = self.config.auto_commit_interval_ms
         while self._auto_commit_at is not None and self._auto_commit_at <= self._now:
             self._auto_commit_at += interval
@@ -1170,7 +1178,7 @@ class ConsumerMember:
         return out
 
     def _send_commit(
-        self, reason: str, offsets: dict[TopicPartition, int], out: list[Output]
+        self, reason: str, offsets: dict[TopicPartition, int], out: list[MemberOutput]
     ) -> int:
         corr = self._next_corr()
         self._commits[corr] = _Commit(reason, offsets, self.member_epoch)
@@ -1187,9 +1195,9 @@ class ConsumerMember:
         )
         return corr
 
-    def _on_commit(self, corr: int, resp: OffsetCommitResponse) -> list[Output]:
+    def _on_commit(self, corr: int, resp: OffsetCommitResponse) -> list[MemberOutput]:
         commit = self._commits.pop(corr)
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         error = resp.error
         if error is Errors.NONE:
             self.stats.commits += 1
@@ -1261,9 +1269,9 @@ class ConsumerMember:
 
     # -------------------------------------------------------------------- close
 
-    def _close_after_commit(self) -> list[Output]:
+    def _close_after_commit(self) -> list[MemberOutput]:
         """Release the assignment (revoked when in the group, else lost) and leave."""
-        out: list[Output] = []
+        out: list[MemberOutput] = []
         if self.state in _NOT_IN_GROUP:
             out.extend(self._release(EventKind.PARTITIONS_LOST, "close"))
             out.extend(self._finish_close())
@@ -1275,7 +1283,7 @@ class ConsumerMember:
         out.extend(self._pump())
         return out
 
-    def _finish_close(self) -> list[Output]:
+    def _finish_close(self) -> list[MemberOutput]:
         if not self._closing or self.closed:
             return []
         self.closed = True
@@ -1286,7 +1294,7 @@ class ConsumerMember:
 
     # ----------------------------------------------------------------- plumbing
 
-    def _send(self, request: GroupRequest, out: list[Output]) -> None:
+    def _send(self, request: GroupRequest, out: list[MemberOutput]) -> None:
         """Send a request to the coordinator, or hold it until one is known."""
         if self.coordinator is None:
             self._unsent.append(request)

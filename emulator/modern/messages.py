@@ -280,3 +280,8 @@ class StopFetching:
 
 
 Effect = Emit | StartFetching | StopFetching
+"""What a member does besides sending requests: log, start or stop fetching."""
+
+MemberOutput = GroupRequest | Effect
+"""What a member state machine returns (classic and KIP-848 alike): requests
+for the coordinator (or any broker) and effects."""

@@ -78,10 +78,11 @@ from typing import Any
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
-from actors.consumer_host import TICK_S, ConsumerHostCore, MemberSpec
+from actors.consumer_host import TICK_S, ConsumerHostCore
 from actors.context import RunContext
 from actors.legacy_member import LegacyMember
 from emulator.eventlog import read_run_events
+from emulator.host.core import MemberSpec
 from emulator.legacy.assignors import AssignmentStrategy, assign_all
 from emulator.legacy.consumer import ConsumerState
 from zk_registry.brokers import create_topic, register_broker, setup_common_paths
@@ -312,8 +313,11 @@ class PySpy:
 #: selectors, socket, json) are charged to their caller.
 PROFILE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("tests/bench/", "bench itself (settle polls, probes)"),
-    ("actors/consumer_host.py", "host tick loop (consumer_host._run/_send_fetches)"),
-    ("actors/member_shell.py", "member shell (fetch_requests/process)"),
+    ("actors/consumer_host.py", "host tick loop (consumer_host._run)"),
+    ("emulator/host/core.py", "host tick loop (HostCore.tick/send_fetches)"),
+    ("emulator/host/fetch_client.py", "host tick loop (HostCore.tick/send_fetches)"),
+    ("emulator/host/shell.py", "member shell (fetch_requests/process)"),
+    ("emulator/host/legacy_shell.py", "legacy member (apply/_perform)"),
     ("actors/legacy_member.py", "legacy member (apply/_perform)"),
     ("emulator/eventlog.py", "event log (emit/pack)"),
     ("emulator/events.py", "event log (emit/pack)"),
@@ -608,12 +612,7 @@ class ResyncTickHost(ConsumerHostCore):
             now = self.clock.now_ms()
             lag = (time.monotonic() - next_tick) * 1000.0
             self.tick_lag_max_ms = max(self.tick_lag_max_ms, lag)
-            for member in list(self.members.values()):
-                member.poll(now)
-                self.processed += member.process(now, self.ctx.processing_ms_per_message)
-            self._send_fetches()
-            if getattr(self, "_outbox", None) or getattr(self, "_awaiting", None):
-                self._exchange_groups()  # type: ignore[attr-defined]
+            self.core.tick(now)
             next_tick += TICK_S
             mono = time.monotonic()
             if next_tick < mono:  # late: skip the missed ticks

@@ -109,11 +109,12 @@ from pathlib import Path
 from typing import Any
 
 from actors.broker import BrokerCore
-from actors.consumer_host import TICK_S, ConsumerHostCore, MemberSpec
+from actors.consumer_host import TICK_S, ConsumerHostCore
 from actors.context import RunContext
-from actors.protocols import SPECS, assignor_for
 from emulator.eventlog import iter_events
+from emulator.host.core import MemberSpec
 from emulator.modern.placement import offsets_topic_assignment
+from emulator.protocols import SPECS, assignor_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "tests" / "bench" / "results" / "modern_group.json"
@@ -264,17 +265,17 @@ class TimedPoll:
 
 
 class TickProbe:
-    """Records when each host tick runs (wraps ``_send_fetches``, called once per tick)."""
+    """Records when each host tick runs (wraps ``HostCore.send_fetches``, called once per tick)."""
 
     def __init__(self, host: ConsumerHostCore) -> None:
         self.times: list[float] = []
-        orig = host._send_fetches
+        orig = host.core.send_fetches
 
         def wrapped() -> None:
             self.times.append(time.monotonic())
             orig()
 
-        host._send_fetches = wrapped  # type: ignore[method-assign]
+        host.core.send_fetches = wrapped  # type: ignore[method-assign]
 
     def window(self, t0: float, t1: float) -> dict[str, Any]:
         ts = [t for t in self.times if t0 <= t <= t1]
@@ -860,8 +861,10 @@ PROFILE_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("emulator/broker/", "broker"),
     ("actors/broker.py", "broker"),
     ("actors/consumer_host.py", "host tick loop (consumer_host)"),
-    ("actors/modern_member.py", "member shell (modern_member)"),
-    ("actors/member_shell.py", "member shell (fetch_requests/process)"),
+    ("emulator/host/core.py", "host tick loop (consumer_host)"),
+    ("emulator/host/fetch_client.py", "host tick loop (consumer_host)"),
+    ("emulator/host/modern_shell.py", "member shell (modern_shell)"),
+    ("emulator/host/shell.py", "member shell (fetch_requests/process)"),
     ("emulator/eventlog.py", "event log (emit/pack)"),
     ("emulator/events.py", "event log (emit/pack)"),
     ("dataclasses.py", "dataclasses (replace)"),

@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 import ray
 
-from actors.consumer_host import ConsumerHostCore, MemberSpec
+from actors.consumer_host import ConsumerHostCore
 from actors.context import RunContext
 from emulator.events import Event, EventKind
+from emulator.host.core import MemberSpec
 from tests.integration.test_legacy_host import (
     GROUP,
     PARTITIONS,

@@ -33,10 +33,11 @@ from typing import Any
 
 import pytest
 
-from actors.consumer_host import ConsumerHostCore, MemberSpec
+from actors.consumer_host import ConsumerHostCore
 from actors.context import RunContext
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import Event, EventKind, validate_event
+from emulator.host.core import MemberSpec
 from emulator.legacy.consumer import ConsumerState
 from tests.integration.legacy_harness import Snapshot, eventually, snapshot
 from zk_registry import layout as L

@@ -21,7 +21,6 @@ from emulator.modern.consumer_member import (
     ConsumerMember,
     LocalAssignment,
     MemberState,
-    Output,
     make_consumer_member,
 )
 from emulator.modern.errors import Errors
@@ -39,6 +38,7 @@ from emulator.modern.messages import (
     StopFetching,
     TopicPartition,
 )
+from emulator.modern.messages import MemberOutput as Output
 from tests.group_context import GroupTestContext
 
 GROUP = "grp"
@@ -602,9 +602,10 @@ def test_periodic_auto_commit_of_changed_offsets() -> None:
     commit = only(out, OffsetCommitRequest)
     assert dict(commit.offsets) == {F0: 10}
     out = d.respond(OffsetCommitResponse(commit.corr))
-    assert [(e.fields["partition"], e.fields["offset_end"], e.fields["reason"]) for e in emits(
-        out, K.OFFSETS_COMMITTED
-    )] == [(0, 10, "auto")]
+    assert [
+        (e.fields["partition"], e.fields["offset_end"], e.fields["reason"])
+        for e in emits(out, K.OFFSETS_COMMITTED)
+    ] == [(0, 10, "auto")]
     # Nothing new: no commit at the next tick.
     assert of(d.advance(5_000), OffsetCommitRequest) == []
 

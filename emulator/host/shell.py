@@ -3,22 +3,28 @@
 A member shell holds a consumer's streams (one per legacy consumer thread, one
 for a modern consumer's poll loop), where each partition is fetched from, and
 the batch the application is processing. The consumer host's loop asks every
-shell what to fetch, hands it the answers, and lets its application loop
-advance; the protocol-specific subclass decides when fetching starts and
-stops, and hears when a batch is done.
+shell what to fetch (:class:`FetchWant`), hands it the answers, and lets its
+application loop advance; the protocol-specific subclass decides when fetching
+starts and stops, and hears when a batch is done. Time is the emulated clock
+the host injects (``now_ms``); a shell does no I/O.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from emulator.events import EventKind
 
 TopicPartition = tuple[str, int]
+
+
+class EmitFn(Protocol):
+    """Writes one event: its kind and its fields (the host's event writer)."""
+
+    def __call__(self, kind: EventKind, /, **fields: object) -> None: ...
 
 
 @dataclass
@@ -49,6 +55,22 @@ class Stream:
     current: InProgress | None = None
 
 
+@dataclass(frozen=True)
+class FetchWant:
+    """A partition whose stream has room for another chunk: fetch it.
+
+    Attributes:
+        tp: the partition.
+        offset: where to fetch from (``None``: the reset policy decides).
+        epoch: the position's epoch; the answer carries it back, so an answer
+            for a position stopped or restarted meanwhile is dropped.
+    """
+
+    tp: TopicPartition
+    offset: int | None
+    epoch: int
+
+
 @dataclass
 class FetchPos:
     """Where the fetcher is for one partition."""
@@ -65,15 +87,15 @@ class MemberShell:
     Args:
         name: scenario name (``c-0``).
         emit: writes an event (kind, fields).
-        now: the emulated clock.
+        now_ms: the emulated clock.
     """
 
     member_id: str = ""
 
-    def __init__(self, name: str, emit: Callable[..., None], now: Callable[[], float]) -> None:
+    def __init__(self, name: str, emit: EmitFn, now_ms: Callable[[], float]) -> None:
         self.name = name
         self._emit = emit
-        self._now = now
+        self._now_ms = now_ms
         self.streams: dict[str, Stream] = {}
         self.positions: dict[TopicPartition, FetchPos] = {}
         self.fetch_epoch = 0
@@ -92,7 +114,6 @@ class MemberShell:
         self.draining = False
         self.processed = 0
         self.high_water: dict[TopicPartition, int] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
         # Positions with no fetch outstanding, in the order they became so:
         # the host's loop asks only these each tick, not every position.
         self._ready: dict[TopicPartition, None] = {}
@@ -124,8 +145,8 @@ class MemberShell:
     # ------------------------------------------------------- hand-out positions
 
     @staticmethod
-    def _progress(cur: InProgress, now: float) -> tuple[int, int, float]:
-        """The batch in hand at ``now``: ``(done, handed, per)``.
+    def _progress(cur: InProgress, now_ms: float) -> tuple[int, int, float]:
+        """The batch in hand at ``now_ms``: ``(done, handed, per)``.
 
         ``done`` messages are fully processed; a per-message iterator has
         handed out ``handed`` = ``done`` plus the one in progress (at most the
@@ -135,11 +156,11 @@ class MemberShell:
         per = (cur.done_ms - cur.started_ms) / n if n else 0.0
         if per <= 0:
             return n, n, per
-        done = max(0, min(n, int((now - cur.started_ms) // per)))
+        done = max(0, min(n, int((now_ms - cur.started_ms) // per)))
         return done, min(n, done + 1), per
 
-    def handed_out(self, now: float) -> list[tuple[TopicPartition, int]]:
-        """Per batch in hand, the position of a per-message iterator at ``now``.
+    def handed_out(self, now_ms: float) -> list[tuple[TopicPartition, int]]:
+        """Per batch in hand, the position of a per-message iterator at ``now_ms``.
 
         Kafka 0.8's ``ConsumerIterator.next()`` moves a partition's consumed
         offset to ``offset + 1`` as it hands a message to the application,
@@ -149,16 +170,16 @@ class MemberShell:
         out: list[tuple[TopicPartition, int]] = []
         for s in self.streams.values():
             cur = s.current
-            if cur is None or now < cur.started_ms:
+            if cur is None or now_ms < cur.started_ms:
                 continue
-            _done, handed, _per = self._progress(cur, now)
+            _done, handed, _per = self._progress(cur, now_ms)
             out.append((cur.chunk.tp, cur.chunk.start + handed))
         return out
 
-    def abandon(self, now: float, *, per_message: bool) -> None:
+    def abandon(self, now_ms: float, *, per_message: bool) -> None:
         """A crash: record what each batch in hand had processed and what it dropped.
 
-        The messages fully processed by ``now`` are a ``processed`` event (their
+        The messages fully processed by ``now_ms`` are a ``processed`` event (their
         effects happened); the rest of what the application had been handed
         (the message in progress for a per-message iterator, else the whole
         batch that ``poll()`` returned) is ``records_abandoned``: handed out,
@@ -167,10 +188,10 @@ class MemberShell:
         """
         for s in self.streams.values():
             cur = s.current
-            if cur is None or now < cur.started_ms:
+            if cur is None or now_ms < cur.started_ms:
                 continue
             c = cur.chunk
-            done, handed, per = self._progress(cur, now)
+            done, handed, per = self._progress(cur, now_ms)
             if not per_message:  # poll() handed out the whole batch
                 handed = c.end - c.start
             if done > 0:
@@ -242,7 +263,7 @@ class MemberShell:
                 outstanding.append(tp)
         if outstanding and self.on_unfetch is not None:
             self.on_unfetch(self, outstanding)
-        now = self._now()
+        now = self._now_ms()
         for s in self.streams.values():
             kept = [c for c in s.queue if c.tp not in stop]
             s.queue.clear()
@@ -269,16 +290,11 @@ class MemberShell:
         if outstanding and self.on_unfetch is not None:
             self.on_unfetch(self, outstanding)
 
-    def fetch_requests(self, max_chunks: int) -> list[tuple[TopicPartition, int | None, int]]:
-        """Partitions that want a fetch now (their stream's queue has room).
-
-        Returns ``(partition, offset, epoch)``; the epoch comes back with the
-        answer, so an answer for a position that was stopped or restarted
-        meanwhile is dropped.
-        """
+    def fetch_requests(self, max_chunks: int) -> list[FetchWant]:
+        """Partitions that want a fetch now (their stream's queue has room)."""
         if not self.alive or self.paused or self.fetch_cut or not self._ready:
             return []
-        out: list[tuple[TopicPartition, int | None, int]] = []
+        out: list[FetchWant] = []
         for tp in list(self._ready):
             pos = self.positions.get(tp)
             if pos is None or pos.inflight:
@@ -289,7 +305,7 @@ class MemberShell:
                 continue
             pos.inflight = True
             del self._ready[tp]
-            out.append((tp, pos.offset, pos.epoch))
+            out.append(FetchWant(tp, pos.offset, pos.epoch))
         return out
 
     def refetch(self, tp: TopicPartition, epoch: int) -> None:
@@ -314,8 +330,8 @@ class MemberShell:
             # event per tick would dominate the log of a large group.
             self.streams[pos.thread_id].queue.append(Chunk(tp, start, end, epoch))
 
-    def process(self, now: float, cost_ms: float) -> int:
-        """Advance every stream's application loop to ``now``; return messages done."""
+    def process(self, now_ms: float, cost_ms: float) -> int:
+        """Advance every stream's application loop to ``now_ms``; return messages done."""
         if not self.alive or self.paused:
             return 0
         if self.cost_override is not None:
@@ -326,11 +342,11 @@ class MemberShell:
             return 0
         done = 0
         for s in self.streams.values():
-            free_at = now
+            free_at = now_ms
             while True:
                 cur = s.current
                 if cur is not None:
-                    if now < cur.done_ms:
+                    if now_ms < cur.done_ms:
                         break
                     c = cur.chunk
                     if c.end > c.start:
@@ -369,7 +385,7 @@ class MemberShell:
 
     # ---------------------------------------------------------------- pause
 
-    def freeze(self, now: float) -> None:
+    def freeze(self, now_ms: float) -> None:
         """A process pause begins: nothing in this member advances until :meth:`thaw`.
 
         The host's loop stops polling, fetching and processing for it (every
@@ -378,9 +394,9 @@ class MemberShell:
         if self.paused:
             return
         self.paused = True
-        self.paused_at = now
+        self.paused_at = now_ms
 
-    def thaw(self, now: float) -> float:
+    def thaw(self, now_ms: float) -> float:
         """The pause ends: the batch in hand resumes; return the pause's length (ms).
 
         Each stream's batch in progress ends as much later as the pause lasted,
@@ -389,8 +405,8 @@ class MemberShell:
         """
         if not self.paused:
             return 0.0
-        paused_at = self.paused_at if self.paused_at is not None else now
-        frozen = max(0.0, now - paused_at)
+        paused_at = self.paused_at if self.paused_at is not None else now_ms
+        frozen = max(0.0, now_ms - paused_at)
         for s in self.streams.values():
             # A batch that was done before the pause (the loop had not yet seen
             # it, ticks are discrete) keeps its end; one in progress is shifted.
@@ -398,7 +414,7 @@ class MemberShell:
                 s.current.done_ms += frozen
         self.paused = False
         self.paused_at = None
-        self.not_before = now
+        self.not_before = now_ms
         return frozen
 
     # ------------------------------------------------------------- lifecycle
@@ -406,8 +422,5 @@ class MemberShell:
     def kill(self) -> None:
         """Stop everything this member does, at once (a crash)."""
         self.alive = False
-        for t in list(self.tasks):
-            t.cancel()
-        with contextlib.suppress(Exception):
-            self.positions.clear()
-            self._ready.clear()
+        self.positions.clear()
+        self._ready.clear()

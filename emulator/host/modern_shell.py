@@ -11,16 +11,17 @@ which is what resets the ``max.poll.interval.ms`` timer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from actors.member_shell import MemberShell
+from emulator.host.shell import EmitFn, MemberShell
+from emulator.modern.machine import MemberMachine
 from emulator.modern.messages import (
     Emit,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     GroupRequest,
     GroupResponse,
+    MemberOutput,
     StartFetching,
     StopFetching,
     TopicPartition,
@@ -29,14 +30,14 @@ from emulator.modern.messages import (
 STREAM = "poll-loop"
 
 
-class ModernMember(MemberShell):
-    """The I/O shell around one modern consumer.
+class ModernShell(MemberShell):
+    """The shell around one modern consumer: its requests, answers and poll loop.
 
     Args:
         name: scenario name (``c-0``).
         machine: the member state machine.
         emit: writes an event (kind, fields).
-        now: the emulated clock.
+        now_ms: the emulated clock.
         send: queues a request for a broker (``send(broker_id, request)``).
         bootstrap: the broker FindCoordinator goes to.
     """
@@ -44,20 +45,20 @@ class ModernMember(MemberShell):
     def __init__(
         self,
         name: str,
-        machine: Any,
-        emit: Callable[..., None],
-        now: Callable[[], float],
+        machine: MemberMachine,
+        emit: EmitFn,
+        now_ms: Callable[[], float],
         send: Callable[[int, GroupRequest], None],
         bootstrap: int,
     ) -> None:
-        super().__init__(name, emit, now)
+        super().__init__(name, emit, now_ms)
         self.machine = machine
         self._send = send
         self.bootstrap = bootstrap
         self.broker_ids: tuple[int, ...] = ()  # for the next bootstrap broker, set by the host
         self.coordinator: int | None = None
         self.pending: set[int] = set()
-        self.started_ms = now()
+        self.started_ms = now_ms()
         # The broker that answered the last FindCoordinator (kept when the
         # shell forgets the coordinator), for a partition from "the coordinator".
         self.known_coordinator: int | None = None
@@ -82,9 +83,9 @@ class ModernMember(MemberShell):
     @property
     def member_id(self) -> str:  # type: ignore[override]
         """The protocol member id (empty until the coordinator gave one)."""
-        return str(getattr(self.machine, "member_id", "") or "")
+        return self.machine.member_id or ""
 
-    def apply(self, outputs: list[Any]) -> None:
+    def apply(self, outputs: Sequence[MemberOutput]) -> None:
         """Carry out the machine's requests and effects (after any call into the machine)."""
         self._due_known = False
         for out in outputs:
@@ -105,7 +106,7 @@ class ModernMember(MemberShell):
                     target = self.coordinator
                 if self.unreachable(target):
                     # Sent into the partition: no answer ever comes back.
-                    self.lost[out.corr] = self._now() + self._request_timeout_ms()
+                    self.lost[out.corr] = self._now_ms() + self._request_timeout_ms()
                     continue
                 self.pending.add(out.corr)
                 self._send(target, out)
@@ -121,7 +122,7 @@ class ModernMember(MemberShell):
         if isinstance(resp, FindCoordinatorResponse) and resp.node_id >= 0:
             self.coordinator = resp.node_id
             self.known_coordinator = resp.node_id
-        self.apply(self.machine.on_response(self._now(), resp))
+        self.apply(self.machine.on_response(self._now_ms(), resp))
 
     def on_unreachable(self, request: GroupRequest) -> None:
         """A request whose broker is gone (the call failed): a dropped connection.
@@ -138,9 +139,8 @@ class ModernMember(MemberShell):
         ):
             i = self.broker_ids.index(self.bootstrap) if self.bootstrap in self.broker_ids else -1
             self.bootstrap = self.broker_ids[(i + 1) % len(self.broker_ids)]
-        failed = getattr(self.machine, "request_failed", None)
-        if failed is not None and self.alive and not self.paused:
-            self.apply(failed(self._now(), request.corr))
+        if self.alive and not self.paused:
+            self.apply(self.machine.request_failed(self._now_ms(), request.corr))
 
     def unreachable(self, broker: int) -> bool:
         """Whether a network partition cuts this member off ``broker``."""
@@ -151,9 +151,9 @@ class ModernMember(MemberShell):
         return self.cut_coordinator and broker == self.known_coordinator
 
     def _request_timeout_ms(self) -> float:
-        return float(getattr(self.machine.config, "request_timeout_ms", 30000))
+        return float(self.machine.config.request_timeout_ms)
 
-    def poll(self, now: float) -> None:
+    def poll(self, now_ms: float) -> None:
         """Let the machine see the time if it has a deadline; fail lost requests.
 
         A request lost in a partition fails after ``request.timeout.ms``. The
@@ -163,26 +163,24 @@ class ModernMember(MemberShell):
         if not self.alive or self.paused:
             return
         if self.lost:
-            due = sorted(c for c, t in self.lost.items() if now >= t)
+            due = sorted(c for c, t in self.lost.items() if now_ms >= t)
             for corr in due:
                 del self.lost[corr]
-                failed = getattr(self.machine, "request_failed", None)
-                if failed is not None:
-                    self.apply(failed(now, corr))
+                self.apply(self.machine.request_failed(now_ms, corr))
         if not self._due_known:
             self._due = self.machine.next_deadline()
             self._due_known = True
-        if self._due is not None and now >= self._due:
-            self.apply(self.machine.poll(now))
+        if self._due is not None and now_ms >= self._due:
+            self.apply(self.machine.poll(now_ms))
 
-    def thaw(self, now: float) -> float:
+    def thaw(self, now_ms: float) -> float:
         """End a pause; hand over the answers that came in meanwhile, in order.
 
         The member then acts on what it last knew: its fetch positions stay,
         and only the answers (and its own timers, at the next poll) tell it
         that it was fenced or lost its membership.
         """
-        frozen = super().thaw(now)
+        frozen = super().thaw(now_ms)
         held, self._held = self._held, []
         for resp in held:
             self.on_response(resp)
@@ -190,7 +188,7 @@ class ModernMember(MemberShell):
 
     def subscribe(self, topics: list[str]) -> None:
         """``KafkaConsumer.subscribe`` with another set of topics."""
-        self.apply(self.machine.subscribe(self._now(), topics))
+        self.apply(self.machine.subscribe(self._now_ms(), topics))
 
     def metadata_refresh(self, partitions_per_topic: dict[str, int]) -> None:
         """A metadata refresh (``metadata.max.age.ms``) brought these partition counts.
@@ -198,9 +196,8 @@ class ModernMember(MemberShell):
         The classic member's leader rejoins if what it assigned changed; the
         KIP-848 member does not use partition counts (the coordinator does).
         """
-        update = getattr(self.machine, "update_metadata", None)
-        if update is not None and self.alive and not self.paused:
-            self.apply(update(self._now(), partitions_per_topic))
+        if self.alive and not self.paused:
+            self.apply(self.machine.update_metadata(self._now_ms(), partitions_per_topic))
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A poll batch is processed: the application commits (if it does), then polls.
@@ -212,12 +209,12 @@ class ModernMember(MemberShell):
         self._due_known = False
         if self.manual_commit != "none":
             sync = self.manual_commit == "sync"
-            self.apply(self.machine.app_commit(self._now(), sync=sync))
+            self.apply(self.machine.app_commit(self._now_ms(), sync=sync))
             if sync and self.machine.app_committing:
                 self._commit_wait = True
                 return
-        self._polled_at = self._now()
-        self.apply(self.machine.app_polled(self._polled_at) or [])
+        self._polled_at = self._now_ms()
+        self.apply(self.machine.app_polled(self._polled_at))
 
     def app_blocked(self) -> bool:
         """The application waits in ``commitSync``; once it returns, it calls ``poll()``."""
@@ -227,8 +224,8 @@ class ModernMember(MemberShell):
             return True
         self._commit_wait = False
         self._due_known = False
-        self._polled_at = self._now()
-        self.apply(self.machine.app_polled(self._polled_at) or [])
+        self._polled_at = self._now_ms()
+        self.apply(self.machine.app_polled(self._polled_at))
         return False
 
     def on_batch_start(self, tp: TopicPartition, start: int, end: int) -> None:
@@ -239,26 +236,26 @@ class ModernMember(MemberShell):
         batch in hand from now on.
         """
         self._due_known = False
-        now = self._now()
+        now = self._now_ms()
         self.machine.consumed(tp, end)
-        self.apply(self.machine.app_processing(now) or [])
+        self.apply(self.machine.app_processing(now))
 
     def on_poll(self) -> None:
         """``poll()`` begins: its rebalance work and commits run before records are returned."""
-        now = self._now()
+        now = self._now_ms()
         if self._polled_at != now:  # unless poll() was just called here
             self._polled_at = now
             self._due_known = False
-            self.apply(self.machine.app_polled(now) or [])
+            self.apply(self.machine.app_polled(now))
 
     def on_idle(self) -> None:
         """Nothing in hand: the application sits in poll()."""
         # None: only the poll timer moved (later), so the cached deadline
         # stays valid (at worst early).
-        out = self.machine.app_idle(self._now())
+        out = self.machine.app_idle(self._now_ms())
         if out is not None:
             self.apply(out)
 
     def close(self) -> None:
         """Graceful close (``KafkaConsumer.close()``)."""
-        self.apply(self.machine.close(self._now()))
+        self.apply(self.machine.close(self._now_ms()))

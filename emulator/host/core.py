@@ -1,0 +1,558 @@
+"""The consumer host's core: many emulated consumers, one tick loop, no I/O.
+
+A consumer host holds many members (:class:`~emulator.host.legacy_shell.LegacyShell`
+or :class:`~emulator.host.modern_shell.ModernShell`). Every tick
+(:meth:`HostCore.tick`) it lets each member's state machine see the time and
+advances each stream's processing, then sends the fetches of *all* its members
+through one fetch session per broker
+(:class:`~emulator.host.fetch_client.FetchSessionClient`) and the modern
+members' group requests in one batch per broker, and finally does its
+housekeeping (metadata refreshes that are due, the event log's flush).
+
+Everything outside is injected: the emulated clock (``now_ms``), the event
+writer (:class:`EventSink`) and the transport (:class:`HostTransport`: the
+leader cache and the calls to brokers). The Ray actor
+(:mod:`actors.consumer_host`) runs the loop, makes the calls and hands the
+answers back (:meth:`HostCore.fetch_answered`, :meth:`HostCore.fetch_failed`,
+:meth:`HostCore.group_answered`); a unit test does the same with a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from emulator.events import EventKind
+from emulator.host.fetch_client import FetchAnswer, FetchCall, FetchSessionClient, Leaders
+from emulator.host.legacy_shell import LegacyShell
+from emulator.host.modern_shell import ModernShell
+from emulator.host.shell import MemberShell, TopicPartition
+from emulator.legacy.config import LegacyConsumerConfig
+from emulator.modern.machine import MemberMachine, make_member_machine
+from emulator.modern.messages import GroupRequest, GroupResponse
+from emulator.protocols import ProtocolSpec, spec
+
+#: Emulator knob (not Kafka): how many messages one fetch returns at most. Kafka
+#: bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
+#: 1024 messages.
+MESSAGE_BYTES = 1024
+
+Member = LegacyShell | ModernShell
+"""A member of a host: a 0.8 consumer or a modern (classic or KIP-848) one."""
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """A consumer to create on a host.
+
+    Attributes:
+        name: scenario name (``c-3``).
+        consumer_id: the A2 consumer id.
+        subscription: ``{topic: numStreams}``.
+        use_proxy: route its ZooKeeper session through a fault proxy (needed
+            to crash it alone, or to cut it off ZooKeeper).
+        index: its number (``c-<index>``).
+        bootstrap: the broker a modern member asks first.
+        zk_latency_ms: one-way delay to ZooKeeper, emulated ms (through its
+            proxy; an emulator knob, ``[group].zk_latency_ms``).
+    """
+
+    name: str
+    consumer_id: str
+    subscription: dict[str, int]
+    use_proxy: bool = False
+    index: int = 0
+    bootstrap: int = 0
+    zk_latency_ms: float = 0.0
+
+
+def restamp(consumer_id: str, now_ms: int) -> str:
+    """A 0.8 consumer id ``<group>_<host>-<ms>-<hex>`` with its ``<ms>`` set to ``now_ms``.
+
+    An id without that shape (a ``consumer.id`` config) is kept as it is.
+    """
+    head, sep, rest = consumer_id.rpartition("-")
+    stem, sep2, ms = head.rpartition("-")
+    if not (sep and sep2 and ms.isdigit() and len(rest) == 8):
+        return consumer_id
+    return f"{stem}-{now_ms}-{rest}"
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """What a consumer host needs to know of its run, resolved once.
+
+    Attributes:
+        protocol: the run protocol.
+        group: the consumer group id.
+        kafka: the scenario's Kafka settings (the member machines read them).
+        processing_ms_per_message: the application's processing cost.
+        max_fetch: the most messages one fetch answer holds
+            (``fetch.message.max.bytes`` / :data:`MESSAGE_BYTES`, and at most
+            ``max.poll.records`` for a modern consumer).
+        max_chunks: ``queued.max.message.chunks``: chunks a stream may queue.
+        fetch_max_wait_ms: the long poll (``fetch.max.wait.ms``; 0.8:
+            ``fetch.wait.max.ms``).
+        metadata_max_age_ms: ``metadata.max.age.ms``.
+        auto_offset_reset: the reset policy sent with every fetch.
+        assignor: the group's assignor.
+        static_membership: members have a ``group.instance.id``.
+        manual_commit: the application's commit pattern (emulator knob).
+        rebalance_listener: the application's rebalance listener (emulator knob).
+        seed: the scenario's seed.
+    """
+
+    protocol: str
+    group: str
+    kafka: Mapping[str, object]
+    processing_ms_per_message: float = 1.0
+    max_fetch: int = 1024
+    max_chunks: int = 2
+    fetch_max_wait_ms: float = 100.0
+    metadata_max_age_ms: float = 300000.0
+    auto_offset_reset: str = "largest"
+    assignor: str = "range"
+    static_membership: bool = False
+    manual_commit: str = "none"
+    rebalance_listener: str = "none"
+    seed: int = 0
+
+    @property
+    def spec(self) -> ProtocolSpec:
+        """The run protocol's spec."""
+        return spec(self.protocol)
+
+    @classmethod
+    def from_kafka(
+        cls,
+        protocol: str,
+        group: str,
+        kafka: Mapping[str, object],
+        *,
+        processing_ms_per_message: float = 1.0,
+        assignor: str = "range",
+        static_membership: bool = False,
+        manual_commit: str = "none",
+        rebalance_listener: str = "none",
+        seed: int = 0,
+    ) -> HostConfig:
+        """Resolve the host's Kafka settings (with Kafka's defaults) for ``protocol``."""
+        max_fetch = max(1, _int(kafka.get("fetch.message.max.bytes", 1048576)) // MESSAGE_BYTES)
+        if spec(protocol).has_coordinator:
+            # A modern consumer's poll() returns at most max.poll.records.
+            max_fetch = min(max_fetch, int(str(kafka.get("max.poll.records", 500))))
+            max_wait = float(str(kafka.get("fetch.max.wait.ms", 500)))
+        else:
+            max_wait = float(str(kafka.get("fetch.wait.max.ms", 100)))
+        return cls(
+            protocol=protocol,
+            group=group,
+            kafka=kafka,
+            processing_ms_per_message=processing_ms_per_message,
+            max_fetch=max_fetch,
+            max_chunks=_int(kafka.get("queued.max.message.chunks", 2)),
+            fetch_max_wait_ms=max_wait,
+            metadata_max_age_ms=float(str(kafka.get("metadata.max.age.ms", 300000))),
+            auto_offset_reset=LegacyConsumerConfig.from_kafka(kafka).auto_offset_reset,
+            assignor=assignor,
+            static_membership=static_membership,
+            manual_commit=manual_commit,
+            rebalance_listener=rebalance_listener,
+            seed=seed,
+        )
+
+
+def _int(value: object) -> int:
+    """``int(value)`` for a number, else of its text."""
+    return int(value) if isinstance(value, int | float) else int(str(value))
+
+
+class EventSink(Protocol):
+    """The host's event writer."""
+
+    def emit(self, kind: EventKind, **fields: object) -> None:
+        """Write one event."""
+        ...
+
+    def flush(self) -> None:
+        """Write out what is buffered."""
+        ...
+
+
+class HostTransport(Leaders, Protocol):
+    """How the host reaches brokers: the leader cache and the two batched calls.
+
+    The calls are fire-and-forget here; their answers come back through
+    :meth:`HostCore.fetch_answered` / :meth:`HostCore.fetch_failed` and
+    :meth:`HostCore.group_answered`.
+    """
+
+    def refresh_leaders(self) -> None:
+        """Start a leader refresh if one is due (rate-limited by the cache)."""
+        ...
+
+    def send_fetch(self, call: FetchCall) -> None:
+        """Make one fetch-session call."""
+        ...
+
+    def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
+        """Send a batch of group requests to ``broker`` (may be empty: collect answers)."""
+        ...
+
+
+@dataclass(frozen=True)
+class HostCounters:
+    """The host's running counters, summed over its live members."""
+
+    members: int
+    processed: int
+    rebalances: int
+    attempts: int
+    conflicts: int
+    gave_up: int
+    owned: int
+    states: dict[str, int]
+
+
+class HostCore:
+    """The members of one consumer host and their tick, without Ray or asyncio.
+
+    Args:
+        config: the run's settings for this host.
+        transport: the leader cache and the broker calls.
+        events: the host's event writer.
+        now_ms: the emulated clock.
+        session: the host's fetch-session key (``host-<index>``).
+        partitions_per_topic: the topics' partition counts at the start.
+    """
+
+    def __init__(
+        self,
+        config: HostConfig,
+        transport: HostTransport,
+        events: EventSink,
+        now_ms: Callable[[], float],
+        *,
+        session: str,
+        partitions_per_topic: Mapping[str, int],
+    ) -> None:
+        self.config = config
+        self.spec = config.spec
+        self.transport = transport
+        self.events = events
+        self.now_ms = now_ms
+        self.members: dict[str, Member] = {}
+        self.specs: dict[str, MemberSpec] = {}
+        self.gone: dict[str, str] = {}  # name -> left | crashed
+        self.restarts: dict[str, int] = defaultdict(int)
+        self.partitions_per_topic: dict[str, int] = dict(partitions_per_topic)
+        self.processed = 0
+        self.processed_max: dict[TopicPartition, int] = {}
+        # Shutting down: members leave the group, nothing more is fetched.
+        self.stopping = False
+        self.fetches = FetchSessionClient(
+            session,
+            config.max_fetch,
+            config.max_chunks,
+            config.fetch_max_wait_ms,
+            config.auto_offset_reset,
+        )
+        self._outbox: dict[int, list[GroupRequest]] = defaultdict(list)
+        self._awaiting: dict[int, tuple[int, ModernShell]] = {}
+        self._group_inflight: set[int] = set()
+        self._metadata_due: dict[str, float] = {}
+
+    # ---------------------------------------------------------------- events
+
+    def emit(self, kind: EventKind, /, **fields: object) -> None:
+        """Write an event of this host's group."""
+        fields.setdefault("group", self.config.group)
+        self.events.emit(kind, **fields)
+
+    def fault(
+        self,
+        kind: str,
+        member: str,
+        span_ms: float | None,
+        /,
+        *,
+        cleared: bool = False,
+        **detail: object,
+    ) -> None:
+        """Record a fault on ``member`` (``detail`` becomes the event's JSON detail).
+
+        Each fault applied to a member is FAULT_INJECTED (reason = the fault
+        kind) and, when a timed fault ends, FAULT_CLEARED; it is flushed at
+        once, so it is on disk before what follows.
+        """
+        m = self.members.get(member)
+        self.emit(
+            EventKind.FAULT_CLEARED if cleared else EventKind.FAULT_INJECTED,
+            reason=kind,
+            member=member,
+            member_id=(m.member_id or None) if m is not None else None,
+            duration_ms=None if span_ms is None else float(span_ms),
+            detail=json.dumps(detail, sort_keys=True, default=str),
+        )
+        self.events.flush()
+
+    # --------------------------------------------------------------- members
+
+    def expect(self, specs: Sequence[MemberSpec]) -> None:
+        """These members are about to be created (again): remember their specs."""
+        for s in specs:
+            self.specs[s.name] = s
+            self.gone.pop(s.name, None)
+
+    def add_modern(self, spec: MemberSpec, broker_ids: Sequence[int]) -> str:
+        """Create and start a classic or KIP-848 member.
+
+        Args:
+            spec: the member.
+            broker_ids: the brokers (its bootstrap list, in order).
+        """
+        machine = make_member_machine(
+            self.config.protocol,
+            name=spec.name,
+            group=self.config.group,
+            topics=sorted(spec.subscription),
+            kafka=dict(self.config.kafka),
+            partitions_per_topic=dict(self.partitions_per_topic),
+            assignor=self.config.assignor,
+            static=self.config.static_membership,
+            # A restarted member gets a fresh range, so a late answer to its
+            # predecessor's request can never match one of its own.
+            corr_start=(spec.index + 1) * 1_000_000_000 + self.restarts[spec.name] * 10_000_000,
+            seed=self.config.seed,
+            rebalance_listener=self.config.rebalance_listener,
+        )
+        return self.attach_modern(spec, machine, broker_ids)
+
+    def attach_modern(
+        self, spec: MemberSpec, machine: MemberMachine, broker_ids: Sequence[int]
+    ) -> str:
+        """Take a modern member machine into the host as ``spec`` and start it.
+
+        Its requests queue in the host's outbox, one batch per broker per tick.
+        """
+        box: list[ModernShell] = []
+
+        def send(broker: int, req: GroupRequest, b: list[ModernShell] = box) -> None:
+            self._outbox[broker].append(req)
+            self._awaiting[req.corr] = (broker, b[0])
+
+        member = ModernShell(spec.name, machine, self.emit, self.now_ms, send, spec.bootstrap)
+        member.manual_commit = self.config.manual_commit
+        member.broker_ids = tuple(sorted(broker_ids))
+        box.append(member)
+        member.on_unfetch = self.fetches.unfetch
+        self.members[spec.name] = member
+        member.apply(machine.start(self.now_ms()))
+        return spec.name
+
+    def adopt(self, member: LegacyShell) -> None:
+        """Take a legacy member the actor built (with its ZooKeeper session) into the host."""
+        member.manual_commit = self.config.manual_commit
+        member.on_unfetch = self.fetches.unfetch
+        self.members[member.name] = member
+
+    def is_live(self, name: str, member: MemberShell) -> bool:
+        """Whether ``member`` is still the live member called ``name``."""
+        return self.members.get(name) is member
+
+    def queued_for(self, member: ModernShell) -> bool:
+        """Whether any of ``member``'s requests still waits in the outbox."""
+        mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
+        return any(r.corr in mine for reqs in self._outbox.values() for r in reqs)
+
+    def crash(self, name: str) -> Member | None:
+        """Kill one member with no goodbye; return it (``None``: not here).
+
+        What its application had in hand is recorded as processed (up to the
+        crash, or to the start of a pause it was frozen in) and abandoned.
+        The caller cuts its connections and then calls :meth:`retire`.
+        """
+        member = self.members.get(name)
+        if member is None:
+            return None
+        # A frozen process processed nothing after its pause began.
+        at = member.paused_at if member.paused and member.paused_at is not None else None
+        member.abandon(
+            self.now_ms() if at is None else at,
+            # the 0.8 ConsumerIterator hands out one message at a time
+            per_message=isinstance(member, LegacyShell),
+        )
+        member.kill()
+        self.emit(EventKind.CONSUMER_CRASHED, member=name, member_id=member.member_id or None)
+        return member
+
+    def retire(self, name: str, how: str) -> Member | None:
+        """``name`` is gone (``how``: ``left`` or ``crashed``); return it, ``None`` if it was.
+
+        Its fetches are withdrawn, its progress kept; a modern member's
+        requests nobody will answer are forgotten (and a crashed one's unsent
+        ones dropped: a dead process sends nothing more).
+        """
+        member = self.members.pop(name, None)
+        if member is None:  # retired meanwhile (a restart and a stop both leaving it)
+            return None
+        member.alive = False
+        self.fetches.unfetch_all(member)
+        self.gone[name] = how
+        for tp, end in member.high_water.items():
+            self.processed_max[tp] = max(self.processed_max.get(tp, 0), end)
+        if isinstance(member, ModernShell):
+            mine = {corr for corr, (_b, m) in self._awaiting.items() if m is member}
+            for corr in mine:
+                del self._awaiting[corr]
+            if how == "crashed":
+                for broker, reqs in list(self._outbox.items()):
+                    self._outbox[broker] = [r for r in reqs if r.corr not in mine]
+        return member
+
+    def grow(self, topic: str, count: int) -> None:
+        """``topic`` now has ``count`` partitions.
+
+        Modern members learn it at their next metadata refresh: every
+        ``metadata.max.age.ms`` from their start (the classic leader then
+        rejoins if what it assigned changed; a KIP-848 coordinator handles it
+        on its side). Legacy consumers learn it through their topic watch.
+        """
+        self.partitions_per_topic[topic] = max(count, self.partitions_per_topic.get(topic, 0))
+        if not self.spec.has_coordinator:
+            return
+        now = self.now_ms()
+        age = max(1.0, self.config.metadata_max_age_ms)
+        for name, member in self.members.items():
+            if isinstance(member, ModernShell):
+                k = math.floor((now - member.started_ms) / age) + 1
+                self._metadata_due[name] = member.started_ms + k * age
+
+    # ------------------------------------------------------------------ tick
+
+    def tick(self, now_ms: float) -> None:
+        """One pass of the host's loop at ``now_ms``.
+
+        Every member sees the time and processes; then (unless the host is
+        shutting down) each broker gets its fetch-session call, the group
+        requests go out, and the housekeeping runs.
+        """
+        for member in list(self.members.values()):
+            member.poll(now_ms)
+            self.processed += member.process(now_ms, self.config.processing_ms_per_message)
+        if not self.stopping:  # shutting down: leave the group, fetch nothing more
+            self.send_fetches()
+        if self._outbox or self._awaiting:
+            self.exchange_groups()
+        self.housekeeping(now_ms)
+
+    def send_fetches(self) -> None:
+        """Give every position that wants a fetch a slot; send each broker's changes."""
+        self.transport.refresh_leaders()
+        for call in self.fetches.calls(self.members.values(), self.transport):
+            self.transport.send_fetch(call)
+
+    def fetch_answered(self, broker: int, answers: Sequence[FetchAnswer]) -> None:
+        """``broker`` answered the host's fetch-session call."""
+        self.fetches.answered(broker, answers, self.transport)
+
+    def fetch_failed(self, broker: int) -> None:
+        """The fetch-session call to ``broker`` failed (the broker is gone)."""
+        self.fetches.failed(broker)
+
+    def exchange_groups(self) -> None:
+        """One group-request call per broker per tick (and for pending answers)."""
+        brokers = set(self._outbox) | {b for b, _ in self._awaiting.values()}
+        for broker in brokers:
+            if broker in self._group_inflight:
+                continue
+            reqs = self._outbox.pop(broker, [])
+            self._group_inflight.add(broker)
+            self.transport.send_groups(broker, reqs)
+
+    def group_answered(
+        self,
+        broker: int,
+        requests: Sequence[GroupRequest],
+        answers: Sequence[GroupResponse] | None,
+    ) -> None:
+        """The answers of ``broker`` to a group call; ``None``: the call failed.
+
+        A failed call loses every request in it: each member hears that its
+        broker is unreachable.
+        """
+        self._group_inflight.discard(broker)
+        if answers is None:
+            for req in requests:
+                _b, member = self._awaiting.pop(req.corr, (None, None))
+                if member is not None:
+                    member.on_unreachable(req)
+            return
+        for resp in answers:
+            _b, member = self._awaiting.pop(resp.corr, (None, None))
+            if member is not None and member.alive:
+                member.on_response(resp)
+
+    def housekeeping(self, now_ms: float) -> None:
+        """Per tick: metadata refreshes that are due, and the event log's flush.
+
+        The log is written out at the end of every tick, before the tick's
+        requests leave (they are sent once the loop yields): what a member did
+        is on disk before any commit that says it did it, so a killed host
+        never leaves a committed offset whose processing the log lost.
+        """
+        if self._metadata_due:
+            for name, due in list(self._metadata_due.items()):
+                member = self.members.get(name)
+                if member is None:
+                    del self._metadata_due[name]
+                elif now_ms >= due and not member.paused:
+                    del self._metadata_due[name]
+                    if isinstance(member, ModernShell):  # only modern members have a due
+                        member.metadata_refresh(dict(self.partitions_per_topic))
+        self.events.flush()
+
+    # ------------------------------------------------------------------ stats
+
+    def counters(self) -> HostCounters:
+        """Counters for the live display and the summary."""
+        rebalances = attempts = conflicts = gave_up = owned = 0
+        states: dict[str, int] = defaultdict(int)
+        for m in self.members.values():
+            if isinstance(m, LegacyShell):
+                st = m.machine.stats
+                rebalances += st.rebalances
+                attempts += st.attempts
+                conflicts += st.conflicts
+                gave_up += st.gave_up
+            else:
+                rebalances += m.machine.stats.rebalances
+                attempts += m.machine.stats.joins
+            owned += len(m.machine.owned)
+            states[str(m.machine.state.value)] += 1
+        return HostCounters(
+            len(self.members),
+            self.processed,
+            rebalances,
+            attempts,
+            conflicts,
+            gave_up,
+            owned,
+            dict(states),
+        )
+
+    def progress(self) -> dict[TopicPartition, int]:
+        """The highest processed offset end of each partition on this host."""
+        hw = dict(self.processed_max)
+        for m in self.members.values():
+            for tp, end in m.high_water.items():
+                hw[tp] = max(hw.get(tp, 0), end)
+        return hw
+
+    def owners(self) -> dict[str, list[TopicPartition]]:
+        """Each live member's owned partitions (its in-memory topicRegistry)."""
+        return {n: sorted(m.machine.owned) for n, m in self.members.items()}
