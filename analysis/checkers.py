@@ -17,7 +17,7 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   where the clocks contradict it, :func:`protocol_order_inversions` says so.
 * ``double_processing``: a window in which two or more members were processing
   the same partition (``processed`` intervals ``[t_emu_ms - duration_ms,
-  t_emu_ms]``), exactly as :func:`emulator.summary.double_processing_windows`,
+  t_emu_ms]``), exactly as :func:`emulator.intervals.overlap_windows`,
   and at least two of them the same records.
 * ``ordering_overlap``: such a window in which the members processed
   *different* records of the partition (no duplicate, but per-partition order
@@ -340,7 +340,7 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
 
     Returns:
         ``keys + [w_start, w_end]``, windows of positive length; the same
-        windows :func:`emulator.summary.double_processing_windows` finds
+        windows :func:`emulator.intervals.overlap_windows` finds
         (ends before starts at the same instant).
     """
     pts = iv.select(*keys, "who", F.col("s").alias("t"), F.lit(1).alias("d")).transform(
@@ -756,7 +756,7 @@ def processed_batches(events: DataFrame) -> DataFrame:
 
 
 def double_processing_windows_df(events: DataFrame) -> DataFrame:
-    """``TP + [w_start, w_end]``: :func:`emulator.summary.double_processing_windows` in Spark."""
+    """``TP + [w_start, w_end]``: :func:`emulator.intervals.overlap_windows` in Spark."""
     b = processed_batches(events).where(
         (F.col("duration_ms") > 0) & F.col("t1").isNotNull() & (F.col("t1") > F.col("t0"))
     )

@@ -66,9 +66,11 @@ Definitions (times are emulated ms):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from emulator.intervals import intersection, merge_spans
 
 FORMATION = "formation"
 """The episode kind of group formation."""
@@ -285,18 +287,6 @@ EPISODE_METRICS: tuple[tuple[str, str], ...] = (
 # ----------------------------------------------------------------- helpers
 
 
-def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sorted, disjoint, non-empty union of ``[s, e)`` spans (touching spans join)."""
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(x for x in spans if x[1] > x[0]):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
 def _clip(s: float, e: float, lo: float, hi: float) -> float:
     return max(0.0, min(e, hi) - max(s, lo))
 
@@ -305,27 +295,10 @@ def _live_spans(segments: Sequence[Segment]) -> list[tuple[float, float]]:
     return merge_spans((g.s, g.e) for g in segments if g.live > 0)
 
 
-def _intersect(
-    a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """Intersection of two sorted disjoint span lists."""
-    out: list[tuple[float, float]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if e > s:
-            out.append((s, e))
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
 def disturbed_spans(h: History) -> list[tuple[float, float]]:
     """When the group was disturbed (see the module docstring), as disjoint spans."""
     live = _live_spans(h.segments)
-    unowned_live = _intersect(merge_spans((g.s, g.e) for g in h.gaps), live)
+    unowned_live = intersection(merge_spans((g.s, g.e) for g in h.gaps), live)
     busy = [(g.s, g.e) for g in h.segments if g.reb > 0 or g.coord_busy > 0]
     doubled = [(d.s, d.e) for d in h.doubled]
     return merge_spans([*busy, *unowned_live, *doubled])
@@ -394,7 +367,7 @@ class _Run:
         for o in h.owned:
             by_partition.setdefault(o.partition, []).append(o)
         live = _live_spans(h.segments)
-        unowned = [piece for g in h.gaps for piece in _intersect([(g.s, g.e)], live)]
+        unowned = [piece for g in h.gaps for piece in intersection([(g.s, g.e)], live)]
         return cls(disturbed, [s for s, _ in disturbed], by_partition, unowned)
 
     def stable_at(self, start: float, end: float, not_before: float) -> float:
@@ -492,7 +465,7 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
     # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
     unavailable = sum(_clip(s, e, start, end) for s, e in run.unowned_live)
     ep.partition_unavailable_s = unavailable / 1000.0
-    busy = _intersect(run.disturbed, [(start, upto)])
+    busy = intersection(run.disturbed, [(start, upto)])
     idle = 0.0
     for g in h.segments:
         if g.idle > 0:

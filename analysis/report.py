@@ -41,6 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from emulator import intervals
 from emulator.protocols import RUN_PROTOCOLS, SPECS
 
 OWNERSHIP: Final = "ownership"
@@ -140,16 +141,6 @@ def _title(series: str) -> str:
     return f"{run}: {proto} ({name})" if run else f"{proto} ({name})"
 
 
-def _intervals_union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
-
-
 def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
     """Windows where two different members owned one partition at once.
 
@@ -165,24 +156,18 @@ def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
         return pd.DataFrame(columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms"])
     df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
     for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
-        ivs = sorted(
-            (float(r.t_start_ms), float(r.t_end_ms), str(r.member)) for r in g.itertuples()
-        )
-        for i, (_s1, e1, m1) in enumerate(ivs):
-            for s2, e2, m2 in ivs[i + 1 :]:
-                if s2 >= e1:
-                    break
-                if m1 != m2 and min(e1, e2) > s2:
-                    rows.append(
-                        {
-                            "protocol": proto,
-                            "topic": topic,
-                            "partition": int(part),
-                            "t_start_ms": s2,
-                            "t_end_ms": min(e1, e2),
-                            "members": f"{m1}+{m2}",
-                        }
-                    )
+        ivs = [(float(r.t_start_ms), float(r.t_end_ms), str(r.member)) for r in g.itertuples()]
+        for s, e, m1, m2 in intervals.pairwise_overlaps(ivs):
+            rows.append(
+                {
+                    "protocol": proto,
+                    "topic": topic,
+                    "partition": int(part),
+                    "t_start_ms": s,
+                    "t_end_ms": e,
+                    "members": f"{m1}+{m2}",
+                }
+            )
     return pd.DataFrame(
         rows,
         columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms", "members"],
@@ -204,16 +189,9 @@ def unowned_gaps(own: pd.DataFrame, start_ms: float, end_ms: float) -> pd.DataFr
         return pd.DataFrame(columns=cols)
     df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
     for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
-        merged = _intervals_union(
-            [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
-        )
-        cursor = start_ms
-        for s, e in merged:
-            if s > cursor:
-                rows.append(dict(zip(cols, (proto, topic, int(part), cursor, s), strict=True)))
-            cursor = max(cursor, e)
-        if cursor < end_ms:
-            rows.append(dict(zip(cols, (proto, topic, int(part), cursor, end_ms), strict=True)))
+        spans = [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
+        for s, e in intervals.gaps(spans, start_ms, end_ms):
+            rows.append(dict(zip(cols, (proto, topic, int(part), s, e), strict=True)))
     return pd.DataFrame(rows, columns=cols)
 
 
