@@ -343,7 +343,7 @@ def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[s
     """
     import pandas as pd
 
-    from analysis.checkers import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
+    from analysis.anomalies import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
     from emulator.clock import skew_bound_ms
 
     an = anomalies.copy()

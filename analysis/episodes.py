@@ -108,7 +108,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Segment:
-    """A stretch of the group timeline over ``[s, e)`` (see ``checkers.group_timeline``)."""
+    """A stretch of the group timeline over ``[s, e)`` (see ``timelines.group_timeline``)."""
 
     s: float
     e: float

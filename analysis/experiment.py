@@ -112,7 +112,8 @@ def analyze_trials(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis.checkers import SERIES_SEP, SharedFrames, run_checkers
+    from analysis.anomalies import SERIES_SEP
+    from analysis.checkers import SharedFrames, run_checkers
     from analysis.datasource import load_events
     from analysis.evidence import assess
     from analysis.metrics import compute_metrics, request_snapshots

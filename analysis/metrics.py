@@ -28,7 +28,7 @@ Definitions (the event log is the record; times are emulated ms):
   no per-request record, so this counts what changed, not every heartbeat.
 * ``protocol_order_inversions``: places where two nodes' clocks contradict
   the protocol's order of a partition's owners (ZooKeeper czxids, generations,
-  member epochs; :func:`analysis.checkers.protocol_order_inversions`):
+  member epochs; :func:`analysis.ownership.protocol_order_inversions`):
   ``claims`` (a claim stamped before one the protocol orders first),
   ``releases`` (a release stamped after the next owner's claim), ``count``
   (both) and ``largest_ms``, a lower bound of the clock skew the run saw.
@@ -46,21 +46,18 @@ from pyspark.sql import functions as F
 
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
-from analysis.checkers import (
+from analysis.anomalies import (
     ANOMALY_KINDS,
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
     DUPLICATE,
     LOSS,
     ORDERING_OVERLAP,
-    SharedFrames,
-    _islands,
-    group_timeline,
-    member_timeline,
-    ownership_intervals_all,
-    protocol_order_inversions,
-    run_checkers,
 )
+from analysis.checkers import SharedFrames, run_checkers
+from analysis.frames import islands
+from analysis.ownership import ownership_intervals_all, protocol_order_inversions
+from analysis.timelines import group_timeline, member_timeline
 from emulator.events import EventKind as K
 
 _COORDINATOR_KINDS = (
@@ -137,7 +134,7 @@ def _unsettled_spans(
         "reb",
         "coord_busy",
     )
-    return _islands(
+    return islands(
         spans, ["protocol", "group"], (F.col("reb") > 0) | (F.col("coord_busy") > 0)
     ).where(F.col("e") > F.col("s"))
 
@@ -388,7 +385,7 @@ def compute_metrics(
             }
 
     # Stop-the-world: unowned partition time while any consumer is live.
-    live = _islands(
+    live = islands(
         gt.select("protocol", "group", F.col("t").alias("s"), F.col("t_next").alias("e"), "live"),
         ["protocol", "group"],
         F.col("live") > 0,
