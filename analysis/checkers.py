@@ -717,6 +717,7 @@ class SharedFrames:
                     # (a no-op coalesce of one partition, no shuffle).
                     df = df.coalesce(1)
             finally:
+                # pyspark types the value as str, but None is what clears it.
                 sc.setJobDescription(None)  # type: ignore[arg-type]
             self._cache[name] = df
         return df

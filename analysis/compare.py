@@ -25,11 +25,15 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis import report as rpt
 from analysis.evidence import Evidence, assess
 from emulator.storage import Location, StorageError, is_url, resolve
+
+if TYPE_CHECKING:  # Spark and pandas load only when a command runs (the CLI starts fast)
+    import pandas as pd
+    from pyspark.sql import SparkSession
 
 Progress = Callable[[str], None]
 
@@ -55,7 +59,7 @@ def stderr_progress(prefix: str = "compare") -> Progress:
     return say
 
 
-def start_spark(spark_master: str | None, say: Progress) -> Any:
+def start_spark(spark_master: str | None, say: Progress) -> SparkSession:
     """The SparkSession for a report (``local[*]`` unless a master is named).
 
     On one machine the shuffles are small: one partition per core, not 8.
@@ -64,7 +68,7 @@ def start_spark(spark_master: str | None, say: Progress) -> Any:
 
     say(f"starting Spark ({spark_master or 'local[*]'})")
     spark = get_spark(spark_master)
-    if spark.sparkContext.master.startswith("local"):
+    if (spark.sparkContext.master or "").startswith("local"):
         cores = spark.sparkContext.defaultParallelism
         spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
     return spark
@@ -280,7 +284,7 @@ def analyze_run(
         say(f"{name}: {n_anom} anomaly rows; computing metrics")
         with ticking(say, f"{name}: computing metrics", spark):
             # one pass for the lag: the episodes read it, the throughput plot draws it
-            lag = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
+            lag: pd.DataFrame = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
             metrics = compute_metrics(
                 events,
                 anomalies,

@@ -453,8 +453,8 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
     after = upto - 1e-6 if stable is None else upto
     moved = 0
     for p in by_part:
-        a, b = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
-        if a is not None and b is not None and a != b:
+        owner_before, owner_after = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
+        if owner_before is not None and owner_after is not None and owner_before != owner_after:
             moved += 1
     ep.partitions_moved = moved
     revoked = [o for o in h.owned if o.released and start <= o.e < end]

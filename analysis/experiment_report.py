@@ -313,8 +313,8 @@ def write_experiment_report(
         else ["None: every trial completed with complete evidence."]
     ) + [""]
     md += ["## What each change cost, over the seeds", "", note, ""]
-    for title, header, rows, _n in sections:
-        md += [f"### {title}", "", *_md(header, rows), ""]
+    for title, header, cells, _n in sections:
+        md += [f"### {title}", "", *_md(header, cells), ""]
     md += [
         "## Do the protocols differ beyond the noise?",
         "",
@@ -345,8 +345,8 @@ def write_experiment_report(
         else "<p>None: every trial completed with complete evidence.</p>"
     )
     h.append(f"<h2>What each change cost, over the seeds</h2><p>{html.escape(note)}</p>")
-    for title, header, rows, _n in sections:
-        h.append(f"<h3>{html.escape(title)}</h3>" + _html(header, rows))
+    for title, header, cells, _n in sections:
+        h.append(f"<h3>{html.escape(title)}</h3>" + _html(header, cells))
     h.append("<h2>Do the protocols differ beyond the noise?</h2>" + _html(test_header, test_rows))
     for name, caption, path in plots:
         b64 = base64.b64encode(path.read_bytes()).decode("ascii")

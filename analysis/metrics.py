@@ -640,6 +640,7 @@ def episode_histories(
     clears: dict[str, list[Any]] = {}
     for r in cleared.collect():
         clears.setdefault(str(r["protocol"]), []).append(r)
+    h: epi.History | None
     for p, h in hist.items():
         h.changes = _changes(sorted(by_p.get(p, []), key=lambda r: r["t"]), clears.get(p, []))
     for r in sh.timeline.where(in_group).orderBy("protocol", "t").collect():
@@ -692,11 +693,11 @@ def episode_histories(
             r.asDict()
             for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect()
         ]
-    for r in sorted(lag_rows, key=lambda r: (str(r["protocol"]), float(r["t_ms"]))):
-        h = hist.get(str(r["protocol"]))
+    for lr in sorted(lag_rows, key=lambda r: (str(r["protocol"]), float(r["t_ms"]))):
+        h = hist.get(str(lr["protocol"]))
         if h is not None:
-            h.lag.append((float(r["t_ms"]), float(r["lag"])))
-            produced.setdefault(h.protocol, []).append(float(r["produced"] or 0))
+            h.lag.append((float(lr["t_ms"]), float(lr["lag"])))
+            produced.setdefault(h.protocol, []).append(float(lr["produced"] or 0))
     for p, h in hist.items():
         rows = produced.get(p) or []
         busy = [x for x in rows if x > 0]  # buckets while the producer ran

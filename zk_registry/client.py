@@ -70,8 +70,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
-from kazoo.exceptions import (  # type: ignore[import-untyped]
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
@@ -81,10 +81,10 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
-from kazoo.protocol.serialization import Connect  # type: ignore[import-untyped]
-from kazoo.protocol.states import EventType, KazooState  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Connect
+from kazoo.protocol.states import EventType, KazooState
+from kazoo.retry import KazooRetry
 
 from zk_registry.auth import ZkAuth, parse_zk_auth
 from zk_registry.server import ZooKeeperError, parse_connect_string
@@ -850,7 +850,7 @@ class ZkClient:
 # --------------------------------------------------------------------------- ZkUtils
 
 
-class EphemeralConflict(NodeExistsError):  # type: ignore[misc]
+class EphemeralConflict(NodeExistsError):  # type: ignore[misc]  # kazoo is untyped: a base of Any
     """``createEphemeralPathExpectConflict`` rethrew NodeExists.
 
     Attributes:
