@@ -75,7 +75,9 @@ def start_spark(spark_master: str | None, say: Progress) -> SparkSession:
 
 
 @contextlib.contextmanager
-def ticking(say: Progress, step: str, spark: Any = None, every_s: float = 15.0) -> Iterator[None]:
+def ticking(
+    say: Progress, step: str, spark: SparkSession | None = None, every_s: float = 15.0
+) -> Iterator[None]:
     """While the body runs, say ``step ... (N s, J Spark jobs so far)`` every ``every_s``."""
     stop = threading.Event()
     t0 = time.monotonic()
@@ -178,7 +180,7 @@ def _base_name(d: Path | str) -> str:
 
 
 def analyze_run(
-    spark: Any,
+    spark: SparkSession,
     run_dir: Path | str,
     *,
     label: str | None = None,
@@ -317,7 +319,8 @@ def analyze_run(
                 )
     finally:
         events.unpersist()
-        spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
+        if shuffle_before is not None:  # always: the setting has a default
+            spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
     data = {
         "event log files": loaded.files,
         "events": n_events,
@@ -329,7 +332,9 @@ def analyze_run(
     return RunAnalysis(run_dir, name, manifest, metrics, frames, data, evidence)
 
 
-def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def clock_skew(
+    anomalies: pd.DataFrame, manifest: Mapping[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Which double-ownership / double-processing windows hold whatever the clocks did.
 
     Events carry each node's own wall clock turned into emulated time, so a
@@ -508,7 +513,7 @@ def compare(
     spark_master: str | None = None,
     progress: Progress | None = None,
     *,
-    spark: Any = None,
+    spark: SparkSession | None = None,
 ) -> Path:
     """Analyse run directories and write the comparison report (see :func:`compare_runs`)."""
     return compare_runs(run_dirs, out_dir, spark_master, progress, spark=spark).report_dir
@@ -520,7 +525,7 @@ def compare_runs(
     spark_master: str | None = None,
     progress: Progress | None = None,
     *,
-    spark: Any = None,
+    spark: SparkSession | None = None,
 ) -> CompareOutcome:
     """Analyse run directories and write the comparison report.
 

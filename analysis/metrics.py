@@ -41,7 +41,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from analysis import episodes as epi
@@ -185,7 +185,7 @@ def fault_marks(events: DataFrame) -> DataFrame:
 # ------------------------------------------------------------------ metrics
 
 
-def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Any:
+def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Column:
     return F.greatest(
         F.least(F.col(a_e), F.col(b_e)) - F.greatest(F.col(a_s), F.col(b_s)), F.lit(0.0)
     )
@@ -222,7 +222,7 @@ def compute_metrics(
     gt = sh.timeline
     kind = F.col("kind")
 
-    def n(k: K) -> Any:
+    def n(k: K) -> Column:
         return F.sum(F.when(kind == k.value, 1).otherwise(0)).cast("long").alias(k.value)
 
     size = F.col("offset_end") - F.col("offset_start")
@@ -547,7 +547,7 @@ def request_snapshots(manifest: Mapping[str, Any]) -> dict[str, list[tuple[float
     return out
 
 
-def _changes(rows: Sequence[Any], cleared: Sequence[Any]) -> list[epi.Change]:
+def _changes(rows: Sequence[Row], cleared: Sequence[Row]) -> list[epi.Change]:
     """The orchestrator's applied actions as changes; timed faults with their clear time."""
     out: list[epi.Change] = []
     for r in rows:
