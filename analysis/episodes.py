@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator.intervals import intersection, merge_spans
+from emulator.intervals import intersection, merge_spans, overlap_length
 
 FORMATION = "formation"
 """The episode kind of group formation."""
@@ -287,10 +287,6 @@ EPISODE_METRICS: tuple[tuple[str, str], ...] = (
 # ----------------------------------------------------------------- helpers
 
 
-def _clip(s: float, e: float, lo: float, hi: float) -> float:
-    return max(0.0, min(e, hi) - max(s, lo))
-
-
 def _live_spans(segments: Sequence[Segment]) -> list[tuple[float, float]]:
     return merge_spans((g.s, g.e) for g in segments if g.live > 0)
 
@@ -463,14 +459,14 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
         1 for o in revoked if _owner_at(by_part, o.partition, after) == o.member
     )
     # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
-    unavailable = sum(_clip(s, e, start, end) for s, e in run.unowned_live)
+    unavailable = sum(overlap_length(s, e, start, end) for s, e in run.unowned_live)
     ep.partition_unavailable_s = unavailable / 1000.0
     busy = intersection(run.disturbed, [(start, upto)])
     idle = 0.0
     for g in h.segments:
         if g.idle > 0:
             for s, e in busy:
-                idle += g.idle * _clip(g.s, g.e, s, e)
+                idle += g.idle * overlap_length(g.s, g.e, s, e)
     ep.idle_member_s = idle / 1000.0
     # The checkers' rows.
     for a in h.anomalies:
@@ -484,9 +480,9 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
             ep.loss += a.count
             ep.loss_by_cause[cause] = ep.loss_by_cause.get(cause, 0) + a.count
         elif a.kind == "double_processing":
-            ep.double_processing_s += _clip(a.s, a.e, start, end) / 1000.0
+            ep.double_processing_s += overlap_length(a.s, a.e, start, end) / 1000.0
         elif a.kind == "ordering_overlap":
-            ep.ordering_overlap_s += _clip(a.s, a.e, start, end) / 1000.0
+            ep.ordering_overlap_s += overlap_length(a.s, a.e, start, end) / 1000.0
     # Lag.
     ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms, h.produced_per_bucket)
     # Counted marks.

@@ -112,6 +112,14 @@ def overlaps(a_start: float, a_end: float, b_start: float, b_end: float) -> bool
     return a_start < b_end and b_start < a_end
 
 
+def overlap_length(a_start: float, a_end: float, b_start: float, b_end: float) -> float:
+    """How long ``[a_start, a_end)`` and ``[b_start, b_end)`` overlap (``0.0`` if not).
+
+    E.g. the part of an anomaly's span inside an episode's window.
+    """
+    return max(0.0, min(a_end, b_end) - max(a_start, b_start))
+
+
 def gaps(
     spans: Iterable[tuple[float, float]], start: float, end: float
 ) -> list[tuple[float, float]]:

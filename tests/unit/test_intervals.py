@@ -12,6 +12,7 @@ from emulator.intervals import (
     intersection,
     intersection_length,
     merge_spans,
+    overlap_length,
     overlap_windows,
     overlaps,
     pairwise_overlaps,
@@ -34,6 +35,9 @@ def test_touching_spans_join_and_do_not_overlap() -> None:
     assert union([(2, 3), (0, 2)]) == [(0, 3)]
     assert merge_spans([(2, 3), (0, 2)]) == [(0, 3)]
     assert not overlaps(0, 2, 2, 3)
+    assert overlap_length(0.0, 2.0, 2.0, 3.0) == 0.0
+    assert overlap_length(0.0, 2.0, 5.0, 9.0) == 0.0
+    assert overlap_length(0.0, 10.0, 2.0, 4.0) == 2.0
     assert overlaps(0, 2, 1, 3)
     assert intersection([(0, 2)], [(2, 4)]) == []
 
