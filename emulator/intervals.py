@@ -5,9 +5,9 @@ the end-of-run summary (:mod:`emulator.summary`, offsets as half-open
 ranges and processing intervals), the episode logic of the analysis
 (``analysis.episodes``: disturbed spans) and the report's ownership plots
 (``analysis.report``: double ownership and unowned gaps). The Spark checkers
-(``analysis.checkers``) sweep the same intervals with window functions over
-DataFrames; :func:`overlap_windows` is the reference their
-``busy_windows`` reproduces.
+sweep the same intervals with window functions over DataFrames (they never
+collect the events); :func:`overlap_windows` is the reference their
+``analysis.frames.busy_windows`` reproduces.
 
 A span is ``(start, end)``, read as ``[start, end)``. The edge cases are part
 of the contract, because the numbers computed from them are the evidence of a
@@ -17,7 +17,11 @@ run:
 * an empty span (``start == end``) is dropped by :func:`merge_spans` but kept
   by :func:`union` (where it still splits a gap in :func:`gaps`: the report
   has always drawn it so);
-* an open interval has no end here: callers close it first (the run's end).
+* an open interval has no end here: callers close it first (the run's end);
+* two members at once are one row per maximal window in
+  :func:`overlap_windows` (the summary's and the checkers' double processing,
+  the checkers' double ownership) but one row per pair in
+  :func:`pairwise_overlaps` (the report's double-ownership bars).
 
 Pure: no clock, no I/O.
 """
