@@ -68,7 +68,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar, overload
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -582,18 +582,38 @@ class ZkClient:
         )
         return result
 
+    @overload
+    async def get_children_async(
+        self,
+        path: str,
+        watch: Callable[[Any], None] | None = None,
+        include_data: Literal[False] = False,
+        tally: ZkOpCounter | None = None,
+    ) -> list[str]: ...
+
+    @overload
+    async def get_children_async(
+        self,
+        path: str,
+        watch: Callable[[Any], None] | None = None,
+        *,
+        include_data: Literal[True],
+        tally: ZkOpCounter | None = None,
+    ) -> tuple[list[str], ZnodeStat]: ...
+
     async def get_children_async(
         self,
         path: str,
         watch: Callable[[Any], None] | None = None,
         include_data: bool = False,
         tally: ZkOpCounter | None = None,
-    ) -> Any:
+    ) -> list[str] | tuple[list[str], ZnodeStat]:
         """``getChildren``: the names, or ``(names, ZnodeStat)`` with ``include_data``."""
         self._count(reads=1, tally=tally)
-        return await self._await(
+        listed: list[str] | tuple[list[str], ZnodeStat] = await self._await(
             lambda: self.kazoo.get_children_async(path, watch, include_data=include_data)
         )
+        return listed
 
     async def exists_async(
         self,
