@@ -16,10 +16,13 @@ from pyspark.sql import functions as F
 from analysis.anomalies import SERIES_SEP
 
 TP: Final = ["protocol", "topic", "partition"]
+"""The keys of one partition's offsets (the data plane)."""
 GTP: Final = ["protocol", "group", "topic", "partition"]
+"""The keys of one partition's ownership within a group (the control plane)."""
 
 
 def base_protocol_col() -> Column:
+    """The run protocol of the ``protocol`` column (:func:`analysis.anomalies.base_protocol`)."""
     return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
 
 
