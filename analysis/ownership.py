@@ -26,16 +26,19 @@ from analysis.frames import (
 from emulator.events import EventKind as K
 
 CLAIM_KINDS: Final = (K.OWNERSHIP_CLAIMED.value, K.PARTITIONS_ASSIGNED.value)
+"""The events that start an ownership interval (per partition, or a partition list)."""
 RELEASE_KINDS: Final = (
     K.OWNERSHIP_RELEASED.value,
     K.PARTITIONS_REVOKED.value,
     K.PARTITIONS_LOST.value,
 )
+"""The events that end one (per partition, or a partition list)."""
 MEMBER_END_KINDS: Final = (
     K.CONSUMER_CRASHED.value,
     K.CONSUMER_STOPPED.value,
     K.ZK_SESSION_EXPIRED.value,
 )
+"""The member-wide events that end all of a member's intervals."""
 
 
 def ownership_changes(events: DataFrame) -> DataFrame:
