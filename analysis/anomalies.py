@@ -5,7 +5,8 @@ details into their rows, and the report, the evidence and the experiment
 analysis read them. :data:`ALLOWED` lists the anomalies each protocol is
 allowed to show, as Kafka's ``verifiable_consumer`` and Jepsen's Kafka
 workload list their allowed error types; :func:`allowed_kinds` adjusts them to
-a run's commit mode.
+a run's commit mode. What each kind means, and how it is found, is in
+:mod:`analysis.checkers`.
 """
 
 from __future__ import annotations
