@@ -1,5 +1,10 @@
 """Invariant checkers over a run's events: typed anomaly rows, in Spark.
 
+The Spark jobs only: the anomaly vocabulary and the allowed table are in
+:mod:`analysis.anomalies`, the shared keys and sweeps in :mod:`analysis.frames`,
+the ownership intervals in :mod:`analysis.ownership` and the group timelines
+in :mod:`analysis.timelines`.
+
 Every checker is a DataFrame plan over the event table (no raw event is
 collected), so it runs on tens of millions of events: offsets are handled as
 half-open ranges swept with window functions, time as intervals swept the
@@ -13,11 +18,12 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   / ``partitions_lost``, a crash, a graceful stop, or a legacy session expiry).
   ``member`` is the latest claimer, ``other_member`` the earliest holder.
   Across nodes the owners are in the protocol's order (czxids, generations,
-  member epochs; :func:`protocol_intervals`), not the skewed clocks' order;
-  where the clocks contradict it, :func:`protocol_order_inversions` says so.
+  member epochs; :func:`analysis.ownership.protocol_intervals`), not the
+  skewed clocks' order; where the clocks contradict it,
+  :func:`analysis.ownership.protocol_order_inversions` says so.
 * ``double_processing``: a window in which two or more members were processing
   the same partition (``processed`` intervals ``[t_emu_ms - duration_ms,
-  t_emu_ms]``), exactly as :func:`emulator.summary.double_processing_windows`,
+  t_emu_ms]``), exactly as :func:`emulator.intervals.overlap_windows`,
   and at least two of them the same records.
 * ``ordering_overlap``: such a window in which the members processed
   *different* records of the partition (no duplicate, but per-partition order
@@ -64,39 +70,55 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from emulator.events import EventKind as K
-
-DOUBLE_OWNERSHIP: Final = "double_ownership"
-DOUBLE_PROCESSING: Final = "double_processing"
-ORDERING_OVERLAP: Final = "ordering_overlap"
-LOSS: Final = "loss"
-DUPLICATE: Final = "duplicate"
-COMMIT_BY_NON_OWNER: Final = "commit_by_non_owner"
-STRANDED_PARTITION: Final = "stranded_partition"
-INVALID_ASSIGNMENT: Final = "invalid_assignment"
-UNBALANCED_ASSIGNMENT: Final = "unbalanced_assignment"
-
-ANOMALY_KINDS: Final = (
+from analysis.anomalies import (
+    ALLOWED,
+    COMMIT_BY_NON_OWNER,
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
-    ORDERING_OVERLAP,
-    LOSS,
     DUPLICATE,
-    COMMIT_BY_NON_OWNER,
-    STRANDED_PARTITION,
     INVALID_ASSIGNMENT,
+    LOSS,
+    LOSS_AT_END,
+    LOSS_COMMITTED_BEFORE_PROCESSED,
+    LOSS_SKIPPED,
+    ORDERING_OVERLAP,
+    STRANDED_PARTITION,
     UNBALANCED_ASSIGNMENT,
+    WHY_CRASH,
+    WHY_OTHER,
+    WHY_UNCOMMITTED,
+    WHY_ZOMBIE,
+    allowed_kinds,
 )
-
-# Why an offset was processed again (the ``detail`` of a duplicate row).
-WHY_UNCOMMITTED: Final = "uncommitted_after_revoke"
-WHY_ZOMBIE: Final = "zombie"
-WHY_CRASH: Final = "redelivered_after_crash"
-WHY_OTHER: Final = "other"
-# Why produced offsets were never processed (the ``detail`` of a loss row).
-LOSS_COMMITTED_BEFORE_PROCESSED: Final = "committed_before_processed"
-LOSS_AT_END: Final = "unprocessed_at_end"
-LOSS_SKIPPED: Final = "skipped"
+from analysis.frames import (
+    GTP,
+    TP,
+    busy_windows,
+    explode_partitions,
+    islands,
+    member_col,
+    protocol_groups,
+    run_bounds,
+    sweep_coverage,
+    union_frames,
+    who_col,
+)
+from analysis.ownership import (
+    CLAIM_KINDS,
+    MEMBER_END_KINDS,
+    RELEASE_KINDS,
+    effective_intervals,
+    ownership_intervals_all,
+    protocol_intervals,
+)
+from analysis.timelines import (
+    assignment_spans,
+    group_timeline,
+    partition_universe,
+    settle_points,
+    unowned_spans,
+)
+from emulator.events import EventKind as K
 
 ANOMALY_SCHEMA: Final = StructType(
     [
@@ -117,200 +139,7 @@ ANOMALY_SCHEMA: Final = StructType(
     ]
 )
 
-ALLOWED: Final[Mapping[str, frozenset[str]]] = {
-    # The Kafka 0.8 ZooKeeper consumer (at-least-once, no fencing anywhere).
-    "zookeeper": frozenset(
-        {
-            # A consumer whose session expired keeps fetching until its new session
-            # (handleNewSession) while another claims its partitions: the zombie.
-            DOUBLE_OWNERSHIP,
-            DOUBLE_PROCESSING,
-            # Auto-commit every auto.commit.interval.ms: work after the last commit is
-            # done again by the next owner; the zombie re-does the new owner's work.
-            DUPLICATE,
-            # Offsets are plain ZooKeeper writes: a zombie's commit is not fenced.
-            COMMIT_BY_NON_OWNER,
-            # "can't rebalance after N retries": the consumer owns nothing until the
-            # next watch event; a crashed consumer's partitions wait for its session.
-            STRANDED_PARTITION,
-            # Each consumer computes its own share from its own read of the group:
-            # views differ mid-change, and a consumer that gave up owns nothing.
-            INVALID_ASSIGNMENT,
-            # range is per topic; a consumer that gave up holds no share.
-            UNBALANCED_ASSIGNMENT,
-        }
-    ),
-    # Classic group protocol, eager (stop-the-world) rebalancing (Kafka 3.9 client).
-    "classic-eager": frozenset(
-        {
-            # A member paused past session.timeout.ms is removed and its partitions
-            # given away; it learns only on its next heartbeat/commit (partitions lost).
-            DOUBLE_OWNERSHIP,
-            DOUBLE_PROCESSING,
-            # At-least-once: processed but uncommitted offsets after a lost/revoked
-            # partition (auto-commit interval, a crash) are processed again.
-            DUPLICATE,
-            # A crashed member's partitions wait session.timeout.ms for the coordinator.
-            STRANDED_PARTITION,
-            # RangeAssignor (the default's first entry) balances per topic only.
-            UNBALANCED_ASSIGNMENT,
-        }
-    ),
-    # Classic group protocol, cooperative (incremental) rebalancing.
-    "classic-cooperative": frozenset(
-        {
-            DOUBLE_OWNERSHIP,  # as classic-eager: a removed member learns late
-            DOUBLE_PROCESSING,
-            DUPLICATE,
-            # Revoked partitions are unowned between the first rebalance and the
-            # follow-up one; a crashed member's wait for session.timeout.ms.
-            STRANDED_PARTITION,
-            # The first rebalance's assignment leaves the revoked partitions out
-            # until the follow-up rebalance hands them over.
-            INVALID_ASSIGNMENT,
-            UNBALANCED_ASSIGNMENT,
-        }
-    ),
-    # KIP-848 consumer protocol (server-side assignment, reconciliation).
-    "consumer": frozenset(
-        {
-            # A member fenced after a pause learns on its next heartbeat.
-            DOUBLE_OWNERSHIP,
-            DOUBLE_PROCESSING,
-            DUPLICATE,
-            # A revoked partition goes to its new owner on that member's next
-            # heartbeat (group.consumer.heartbeat.interval.ms); a crashed member's
-            # partitions wait group.consumer.session.timeout.ms.
-            STRANDED_PARTITION,
-            # Members reconcile one by one: a settled view can miss a partition in
-            # flight between its revoker and its new owner.
-            INVALID_ASSIGNMENT,
-            UNBALANCED_ASSIGNMENT,
-        }
-    ),
-}
-"""The anomalies each protocol may show with auto-commit, as Kafka's verifiable_consumer
-and Jepsen list them; :func:`allowed_kinds` adjusts them to a run's commit mode.
-
-``ordering_overlap`` is allowed wherever ``double_processing`` is (a zombie
-processes beside the new owner), and where a revocation does not wait for the
-application (:func:`allowed_kinds`). ``loss`` only where the commit mode
-commits records before they are processed (:attr:`DeliveryMode.allows_loss`).
-``commit_by_non_owner`` is never allowed for the modern protocols (the
-coordinator rejects a commit from a member outside the generation / member
-epoch).
-"""
-
-
-SERIES_SEP: Final = "@"
-"""An experiment's trials share one event table as series ``<protocol>@<trial id>``."""
-
-
-def base_protocol(series: str) -> str:
-    """The run protocol of a series name (``classic-eager@t1`` -> ``classic-eager``)."""
-    return series.split(SERIES_SEP, 1)[0]
-
-
-def _base_protocol_col() -> Column:
-    return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
-
-
-def allowed_kinds(
-    protocol: str, commit_mode: str = "auto", allows_loss: bool = False
-) -> frozenset[str]:
-    """The anomaly kinds ``protocol`` may show under ``commit_mode`` (:mod:`emulator.delivery`).
-
-    Args:
-        protocol: the run protocol (or a series ``<protocol>@<trial>``).
-        commit_mode: :attr:`emulator.delivery.DeliveryMode.key` (``auto`` if unknown).
-        allows_loss: :attr:`emulator.delivery.DeliveryMode.allows_loss`.
-    """
-    protocol = base_protocol(protocol)
-    kinds = set(ALLOWED.get(protocol, frozenset()))
-    if DOUBLE_PROCESSING in kinds:
-        kinds.add(ORDERING_OVERLAP)
-    if protocol == "zookeeper":
-        # closeFetchers: the new owner starts after the message still in hand.
-        kinds.add(ORDERING_OVERLAP)
-    if protocol == "consumer" and "listener" not in commit_mode:
-        # A reconciliation that does not wait for the application.
-        kinds.add(ORDERING_OVERLAP)
-    if allows_loss:
-        kinds.add(LOSS)
-    return frozenset(kinds)
-
-TP: Final = ["protocol", "topic", "partition"]
-GTP: Final = ["protocol", "group", "topic", "partition"]
 BUCKET: Final = 4096  # offsets per bucket in the duplicate range join
-
-_CLAIM_KINDS: Final = (K.OWNERSHIP_CLAIMED.value, K.PARTITIONS_ASSIGNED.value)
-_RELEASE_KINDS: Final = (
-    K.OWNERSHIP_RELEASED.value,
-    K.PARTITIONS_REVOKED.value,
-    K.PARTITIONS_LOST.value,
-)
-_MEMBER_END_KINDS: Final = (
-    K.CONSUMER_CRASHED.value,
-    K.CONSUMER_STOPPED.value,
-    K.ZK_SESSION_EXPIRED.value,
-)
-# The coordinator's group states in which it is not rebalancing.
-_SETTLED_STATES: Final = ("Stable", "Empty", "Dead")
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def _who() -> Column:
-    """The processing identity :mod:`emulator.summary` uses: member id, else name."""
-    return F.coalesce(
-        F.when(F.col("member_id") != "", F.col("member_id")),
-        F.when(F.col("member") != "", F.col("member")),
-        F.lit("?"),
-    )
-
-
-def _mem() -> Column:
-    """A member's scenario name (its id when the name is absent)."""
-    return F.coalesce(F.col("member"), F.col("member_id"))
-
-
-def _explode_partitions(df: DataFrame) -> DataFrame:
-    """Rows with a ``partitions`` list 'topic:p,topic:p' -> one row per partition."""
-    tp = F.explode(F.split(F.coalesce(F.col("partitions"), F.lit("")), ","))
-    out = df.withColumn("_tp", tp).where(F.col("_tp") != "")
-    return out.withColumn("topic", F.regexp_extract("_tp", r"^(.*):(\d+)$", 1)).withColumn(
-        "partition", F.regexp_extract("_tp", r"^(.*):(\d+)$", 2).cast("long")
-    )
-
-
-def run_bounds(events: DataFrame) -> DataFrame:
-    """``(protocol, t_first, t_last)``: the emulated time each protocol's events span."""
-    return events.groupBy("protocol").agg(
-        F.min("t_emu_ms").alias("t_first"), F.max("t_emu_ms").alias("t_last")
-    )
-
-
-def _single_partition(df: DataFrame) -> bool:
-    """Whether ``df``'s physical plan yields one partition (planning only, no job)."""
-    try:
-        qe = df._jdf.queryExecution()
-        return int(qe.executedPlan().outputPartitioning().numPartitions()) == 1
-    except Exception:  # a plan Spark cannot describe: assume the general case
-        return False
-
-
-def _union(a: DataFrame, b: DataFrame) -> DataFrame:
-    """``a.unionByName(b)``, kept in one partition when both sides are in one.
-
-    A union of single-partition frames has two partitions, so every window or
-    aggregation after it would shuffle; coalescing back to one (no shuffle)
-    keeps the small control-plane frames of :class:`SharedFrames` shuffle-free.
-    """
-    u = a.unionByName(b)
-    if _single_partition(a) and _single_partition(b):
-        return u.coalesce(1)
-    return u
 
 
 def _anomaly(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
@@ -329,381 +158,6 @@ def _anomaly(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
             c = F.lit(None)
         out.append(c.cast(f.dataType).alias(f.name))
     return df.select(*out)
-
-
-def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
-    """Maximal windows in which two or more distinct ``who`` hold an interval.
-
-    Args:
-        iv: ``keys + [who, s, e]``, one row per interval (``e > s``).
-        keys: the columns that separate independent timelines.
-
-    Returns:
-        ``keys + [w_start, w_end]``, windows of positive length; the same
-        windows :func:`emulator.summary.double_processing_windows` finds
-        (ends before starts at the same instant).
-    """
-    pts = iv.select(*keys, "who", F.col("s").alias("t"), F.lit(1).alias("d")).transform(
-        _union, iv.select(*keys, "who", F.col("e").alias("t"), F.lit(-1).alias("d"))
-    )
-    g = pts.groupBy(*keys, "who", "t", "d").agg(F.count(F.lit(1)).alias("n"))
-    w_who = (
-        Window.partitionBy(*keys, "who")
-        .orderBy("t", "d")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    g = g.withColumn("_act", F.sum(F.col("d") * F.col("n")).over(w_who))
-    g = g.withColumn("_before", F.col("_act") - F.col("d") * F.col("n"))
-    g = g.withColumn(
-        "dd",
-        F.when((F.col("_before") == 0) & (F.col("_act") > 0), 1)
-        .when((F.col("_before") > 0) & (F.col("_act") == 0), -1)
-        .otherwise(0),
-    )
-    h = g.where(F.col("dd") != 0).groupBy(*keys, "t", "d").agg(F.sum("dd").alias("dd"))
-    w = Window.partitionBy(*keys).orderBy("t", "d")
-    h = h.withColumn(
-        "_n", F.sum("dd").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    )
-    h = h.withColumn("_on", F.col("_n") >= 2)
-    h = h.withColumn("_prev_on", F.coalesce(F.lag("_on").over(w), F.lit(False)))
-    # Only the transitions (on -> off, off -> on) matter and they alternate, so a
-    # window opened at a start closes at the next transition. (A "first later
-    # row that is off" over an unbounded-following frame is quadratic in Spark.)
-    tr = h.where(F.col("_on") != F.col("_prev_on"))
-    tr = tr.withColumn("_next_off", F.lead("t").over(w))
-    starts = tr.where(F.col("_on"))
-    return starts.select(
-        *keys, F.col("t").alias("w_start"), F.col("_next_off").alias("w_end")
-    ).where(F.col("w_end") > F.col("w_start"))
-
-
-def _coverage(points: DataFrame, keys: list[str], cols: list[str]) -> DataFrame:
-    """Sweep offset boundaries: ``keys + [s, e] + cols`` coverage per elementary segment.
-
-    ``points`` has ``keys + [pos] + cols`` deltas; the result has each
-    column's running sum over ``[s, e)``.
-    """
-    agg = points.groupBy(*keys, "pos").agg(*[F.sum(c).alias(c) for c in cols])
-    w = Window.partitionBy(*keys).orderBy("pos")
-    run = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    out = agg.select(
-        *keys,
-        F.col("pos").alias("s"),
-        F.lead("pos").over(w).alias("e"),
-        *[F.sum(c).over(run).alias(c) for c in cols],
-    )
-    return out.where(F.col("e").isNotNull())
-
-
-def _islands(seg: DataFrame, keys: list[str], flag: Column) -> DataFrame:
-    """Merge contiguous segments ``keys + [s, e]`` where ``flag`` holds into ranges."""
-    w = Window.partitionBy(*keys).orderBy("s")
-    df = seg.withColumn("_f", flag)
-    df = df.withColumn(
-        "_grp",
-        F.sum(F.when(F.col("_f"), 0).otherwise(1)).over(
-            w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        ),
-    )
-    return (
-        df.where(F.col("_f"))
-        .groupBy(*keys, "_grp")
-        .agg(F.min("s").alias("s"), F.max("e").alias("e"))
-        .drop("_grp")
-    )
-
-
-def protocol_groups(events: DataFrame) -> DataFrame:
-    """``(protocol, group)``: the group of each protocol's consumers (first seen)."""
-    return (
-        events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
-        .groupBy("protocol")
-        .agg(F.min("group").alias("group"))
-    )
-
-
-# ------------------------------------------------------------- ownership
-
-
-def _opt(df: DataFrame, name: str, dtype: str) -> Column:
-    """Column ``name`` of ``df``, or a typed null when ``df`` lacks it (an older table)."""
-    return F.col(name) if name in df.columns else F.lit(None).cast(dtype)
-
-
-def ownership_changes(events: DataFrame) -> DataFrame:
-    """``(protocol, group, member, topic, partition, t, typ, node, okey, ordered, rel)``.
-
-    ``typ`` 1 claim, 0 release. Per-partition claims and releases, the
-    partition lists of the modern callbacks exploded, and the member-wide ends
-    (crash, graceful stop, legacy session expiry) applied to every partition
-    the member ever claimed. Duplicates (a modern member writes both the list
-    and per-partition events at one instant) are merged.
-
-    What orders the change across nodes (see :func:`protocol_intervals`):
-
-    * ``node``: the emitting node (whose wall clock stamped ``t``);
-    * ``okey`` (claims): the protocol's order of the claim, the owner znode's
-      czxid for the legacy consumer (``zxid``), the generation / member epoch
-      for the modern ones (``generation``); null when the log has none;
-    * ``ordered`` (releases): the protocol puts this end before any later
-      claim of the partition: a release (the owner znode deleted, the
-      partitions revoked), a graceful stop or a crash (the session must end
-      first). Not so for ``partitions_lost`` and a legacy session expiry: the
-      zombie learns late, so only the clocks can tell;
-    * ``rel`` (releases): an explicit release (``ownership_released`` /
-      ``partitions_revoked``, not lost), stamped when it happened.
-    """
-    base = events.select(
-        "protocol",
-        "group",
-        _mem().alias("member"),
-        "kind",
-        "topic",
-        "partition",
-        "partitions",
-        F.col("t_emu_ms").alias("t"),
-        _opt(events, "node", "string").alias("node"),
-        F.when(_base_protocol_col() == "zookeeper", _opt(events, "zxid", "long"))
-        .otherwise(_opt(events, "generation", "long"))
-        .alias("okey"),
-        _opt(events, "reason", "string").alias("reason"),
-    )
-    explicit = (F.col("kind") == K.OWNERSHIP_RELEASED.value) & (
-        F.coalesce(F.col("reason"), F.lit("")) != "lost"
-    )
-    single = base.where(
-        F.col("kind").isin(K.OWNERSHIP_CLAIMED.value, K.OWNERSHIP_RELEASED.value)
-    ).select(
-        "protocol",
-        "group",
-        "member",
-        "topic",
-        "partition",
-        "t",
-        F.when(F.col("kind") == K.OWNERSHIP_CLAIMED.value, 1).otherwise(0).alias("typ"),
-        "node",
-        "okey",
-        explicit.alias("ordered"),
-        explicit.alias("rel"),
-    )
-    listed = _explode_partitions(
-        base.where(F.col("kind").isin(*_CLAIM_KINDS[1:], *_RELEASE_KINDS[1:]))
-    ).select(
-        "protocol",
-        "group",
-        "member",
-        "topic",
-        "partition",
-        "t",
-        F.when(F.col("kind") == K.PARTITIONS_ASSIGNED.value, 1).otherwise(0).alias("typ"),
-        "node",
-        "okey",
-        (F.col("kind") == K.PARTITIONS_REVOKED.value).alias("ordered"),
-        (F.col("kind") == K.PARTITIONS_REVOKED.value).alias("rel"),
-    )
-    changes = single.transform(_union, listed).where(F.col("member").isNotNull())
-    claimed = changes.where(F.col("typ") == 1).select(*GTP, "member").distinct()
-    ends = base.where(F.col("kind").isin(*_MEMBER_END_KINDS)).select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        "node",
-        (F.col("kind") != K.ZK_SESSION_EXPIRED.value).alias("ordered"),
-    )
-    wide = ends.join(claimed, ["protocol", "group", "member"]).select(
-        "protocol",
-        "group",
-        "member",
-        "topic",
-        "partition",
-        "t",
-        F.lit(0).alias("typ"),
-        "node",
-        F.lit(None).cast("long").alias("okey"),
-        "ordered",
-        F.lit(False).alias("rel"),
-    )
-    # One row per change; an end that is also a lost / expiry is not ordered.
-    return (
-        changes.transform(_union, wide)
-        .groupBy("protocol", "group", "member", "topic", "partition", "t", "typ")
-        .agg(
-            F.max("node").alias("node"),
-            F.max("okey").alias("okey"),
-            F.min("ordered").alias("ordered"),
-            F.min("rel").alias("rel"),
-        )
-    )
-
-
-def ownership_intervals_all(events: DataFrame, bounds: DataFrame | None = None) -> DataFrame:
-    """Every ownership interval ``GTP + [member, s, e]`` (open ones end at the last event).
-
-    Also ``node`` (the claimer's node), ``okey`` (the claim's protocol order,
-    :func:`ownership_changes`), ``oend`` (the end is ordered before any later
-    claim; false for an open interval) and ``rel`` (the end is an explicit release).
-    """
-    ch = ownership_changes(events)
-    w = Window.partitionBy(*GTP, "member").orderBy("t", "typ")
-    ch = ch.withColumn("_prev", F.lag("typ").over(w))
-    # Claims and releases alternate once repeats are dropped: an interval that
-    # starts at a first claim ends at the next change, the first release after it.
-    ch = ch.where(F.col("typ") != F.coalesce(F.col("_prev"), F.lit(0)))
-    ch = (
-        ch.withColumn("_end", F.lead("t").over(w))
-        .withColumn("_oend", F.lead("ordered").over(w))
-        .withColumn("_rel", F.lead("rel").over(w))
-    )
-    starts = ch.where(F.col("typ") == 1)
-    bounds = bounds if bounds is not None else run_bounds(events)
-    return starts.join(F.broadcast(bounds), "protocol").select(
-        *GTP,
-        "member",
-        F.col("t").alias("s"),
-        F.coalesce(F.col("_end"), F.greatest(F.col("t_last"), F.col("t"))).alias("e"),
-        "node",
-        "okey",
-        F.coalesce(F.col("_oend"), F.lit(False)).alias("oend"),
-        F.coalesce(F.col("_rel"), F.lit(False)).alias("rel"),
-    )
-
-
-def protocol_intervals(intervals: DataFrame) -> DataFrame:
-    """Ownership intervals placed in the protocol's order of the claims (``ps``, ``pe``).
-
-    Each node stamps its events with its own wall clock, so across nodes the
-    clocks may disagree by their skew. The claims of one partition are ordered
-    by the protocol instead: the legacy owner znodes' czxids (ZooKeeper's total
-    order), the modern generations / member epochs, then time. Where a
-    partition has a claim without that key (an old log, a hand-built history)
-    it is ordered by time, as before. Within one node the clock is kept.
-
-    Consecutive claims of a partition on one node form a *run*. Then:
-
-    * ``ps``: a claim never comes before the claims of earlier runs: the
-      largest stamp among them, if that is later than its own;
-    * ``pe``: an end the protocol orders before later claims (``oend``: a
-      release, a stop, a crash) is cut at the next run's first claim; the end
-      of a zombie (lost partitions, a legacy session expiry, no end) stays
-      where its own clock put it: a double ownership only the clocks can
-      tell, within the skew bound (:func:`analysis.compare.clock_skew`).
-
-    Also ``claim_inv`` / ``claim_inv_from`` (``member``, ``node``): how far a
-    claim's stamp lies before the previous run's latest claim, which the
-    protocol says came first; ``rel_inv`` / ``rel_inv_to``: how far an explicit
-    release is stamped after the next run's first claim. Both are evidence of
-    clock skew between the two nodes (a legacy release is stamped when its
-    delete returns, so a few ms of ``rel_inv`` are also the reply's latency).
-    """
-    if "okey" not in intervals.columns or "node" not in intervals.columns:
-        return intervals.select(
-            "*",
-            F.col("s").alias("ps"),
-            F.col("e").alias("pe"),
-            F.lit(None).cast("double").alias("claim_inv"),
-            F.lit(None).cast("double").alias("rel_inv"),
-        )
-    wp = Window.partitionBy(*GTP)
-    df = intervals.withColumn(
-        "_ok",
-        F.when(F.min(F.col("okey").isNotNull().cast("int")).over(wp) == 1, F.col("okey")),
-    )
-    w = wp.orderBy("_ok", "s", "member")
-    chg = F.coalesce((F.lag("node").over(w) != F.col("node")).cast("int"), F.lit(0))
-    df = df.withColumn("_chg", F.when(F.col("_ok").isNotNull(), chg).otherwise(F.lit(0)))
-    df = df.withColumn(
-        "_run", F.sum("_chg").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    )
-    wr = wp.orderBy("_run")
-    df = df.withColumn(
-        "_earlier", F.max("s").over(wr.rangeBetween(Window.unboundedPreceding, -1))
-    ).withColumn("_prev", F.max(F.struct("s", "member", "node")).over(wr.rangeBetween(-1, -1)))
-    df = df.withColumn("ps", F.greatest(F.col("s"), F.coalesce(F.col("_earlier"), F.col("s"))))
-    df = df.withColumn(
-        "_next", F.min(F.struct("ps", "member", "node")).over(wr.rangeBetween(1, 1))
-    )
-    nxt = F.col("_next").getField("ps")
-    df = df.withColumn(
-        "pe",
-        F.when(F.col("oend") & nxt.isNotNull(), F.least(F.col("e"), nxt)).otherwise(F.col("e")),
-    )
-    prev_s = F.col("_prev").getField("s")
-    return df.select(
-        *intervals.columns,
-        "ps",
-        "pe",
-        F.when(prev_s > F.col("s"), prev_s - F.col("s")).alias("claim_inv"),
-        F.col("_prev").getField("member").alias("claim_inv_from"),
-        F.col("_prev").getField("node").alias("claim_inv_node"),
-        F.when(F.col("rel") & (F.col("e") > nxt), F.col("e") - nxt).alias("rel_inv"),
-        F.col("_next").getField("member").alias("rel_inv_to"),
-        F.col("_next").getField("node").alias("rel_inv_node"),
-    )
-
-
-def protocol_order_inversions(intervals: DataFrame) -> DataFrame:
-    """Where two nodes' clocks contradict the protocol's order of one partition's owners.
-
-    One row per inversion (``intervals``: :func:`ownership_intervals_all` or
-    :func:`protocol_intervals`): ``GTP + [what, member, node, other_member,
-    other_node, t_ms, inversion_ms]``. ``what`` is ``claim`` (``member``'s claim
-    is stamped ``inversion_ms`` before ``other_member``'s claim, which the
-    protocol orders first) or ``release`` (``member``'s release is stamped
-    ``inversion_ms`` after ``other_member``'s claim, which the protocol orders
-    after it). ``t_ms``: the stamp of ``member``'s event. Not double ownership:
-    evidence of clock skew between ``node`` and ``other_node`` (at least
-    ``inversion_ms``, in emulated ms).
-    """
-    pv = intervals if "ps" in intervals.columns else protocol_intervals(intervals)
-    claims = pv.where(F.col("claim_inv") > 0).select(
-        *GTP,
-        F.lit("claim").alias("what"),
-        "member",
-        "node",
-        F.col("claim_inv_from").alias("other_member"),
-        F.col("claim_inv_node").alias("other_node"),
-        F.col("s").alias("t_ms"),
-        F.col("claim_inv").alias("inversion_ms"),
-    )
-    releases = pv.where(F.col("rel_inv") > 0).select(
-        *GTP,
-        F.lit("release").alias("what"),
-        "member",
-        "node",
-        F.col("rel_inv_to").alias("other_member"),
-        F.col("rel_inv_node").alias("other_node"),
-        F.col("e").alias("t_ms"),
-        F.col("rel_inv").alias("inversion_ms"),
-    )
-    return claims.transform(_union, releases)
-
-
-def effective_intervals(intervals: DataFrame) -> DataFrame:
-    """Ownership cut at the next claim of the partition: who is the *current* owner.
-
-    A member that never released (a zombie after a session expiry or a
-    removal) stops being the current owner when another member claims the
-    partition; the result's intervals of one partition never overlap.
-    """
-    if "ps" not in intervals.columns and "okey" in intervals.columns:
-        intervals = protocol_intervals(intervals)
-    if "ps" in intervals.columns:
-        # The next claim in the protocol's order (time where a claim has no key).
-        ok = F.when(
-            F.min(F.col("okey").isNotNull().cast("int")).over(Window.partitionBy(*GTP)) == 1,
-            F.col("okey"),
-        )
-        w = Window.partitionBy(*GTP).orderBy("_ok", "s", "member")
-        df = intervals.withColumn("_ok", ok)
-        return df.withColumn(
-            "e", F.least(F.col("e"), F.coalesce(F.lead("ps").over(w), F.col("e")))
-        ).drop("_ok")
-    w = Window.partitionBy(*GTP).orderBy("s", "member")
-    return intervals.withColumn(
-        "e", F.least(F.col("e"), F.coalesce(F.lead("s").over(w), F.col("e")))
-    )
 
 
 # -------------------------------------------------------------- checkers
@@ -745,8 +199,8 @@ def processed_batches(events: DataFrame) -> DataFrame:
         "group",
         "topic",
         "partition",
-        _mem().alias("member"),
-        _who().alias("who"),
+        member_col().alias("member"),
+        who_col().alias("who"),
         F.col("offset_start").alias("os"),
         F.col("offset_end").alias("oe"),
         (F.col("t_emu_ms") - F.coalesce(F.col("duration_ms"), F.lit(0.0))).alias("t0"),
@@ -756,7 +210,7 @@ def processed_batches(events: DataFrame) -> DataFrame:
 
 
 def double_processing_windows_df(events: DataFrame) -> DataFrame:
-    """``TP + [w_start, w_end]``: :func:`emulator.summary.double_processing_windows` in Spark."""
+    """``TP + [w_start, w_end]``: :func:`emulator.intervals.overlap_windows` in Spark."""
     b = processed_batches(events).where(
         (F.col("duration_ms") > 0) & F.col("t1").isNotNull() & (F.col("t1") > F.col("t0"))
     )
@@ -826,7 +280,7 @@ def offset_coverage(events: DataFrame) -> DataFrame:
         F.when(F.col("_p"), one).otherwise(zero).alias("prod"),
         F.when(F.col("_p"), zero).otherwise(one).alias("proc"),
     ).transform(
-        _union,
+        union_frames,
         r.select(
             *TP,
             F.col("offset_end").alias("pos"),
@@ -834,7 +288,7 @@ def offset_coverage(events: DataFrame) -> DataFrame:
             F.when(F.col("_p"), zero).otherwise(-one).alias("proc"),
         ),
     )
-    return _coverage(pts, TP, ["prod", "proc"])
+    return sweep_coverage(pts, TP, ["prod", "proc"])
 
 
 def check_loss(
@@ -850,7 +304,7 @@ def check_loss(
     """
     cov = coverage if coverage is not None else offset_coverage(events)
     iv = intervals if intervals is not None else ownership_intervals_all(events)
-    lost = _islands(cov, TP, (F.col("prod") > 0) & (F.col("proc") == 0))
+    lost = islands(cov, TP, (F.col("prod") > 0) & (F.col("proc") == 0))
     # Why: handed to a member that crashed (its client had committed past it),
     # after the last processed offset (the run ended first), or skipped.
     abandoned = events.where(F.col("kind") == K.RECORDS_ABANDONED.value).select(
@@ -874,9 +328,7 @@ def check_loss(
         .withColumn(
             "_why",
             F.when(F.col("_abandoned"), F.lit(LOSS_COMMITTED_BEFORE_PROCESSED))
-            .when(
-                F.col("_last").isNull() | (F.col("s") >= F.col("_last")), F.lit(LOSS_AT_END)
-            )
+            .when(F.col("_last").isNull() | (F.col("s") >= F.col("_last")), F.lit(LOSS_AT_END))
             .otherwise(F.lit(LOSS_SKIPPED)),
         )
     )
@@ -1013,7 +465,7 @@ def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = N
         events.where(F.col("kind") == K.OFFSETS_COMMITTED.value)
         .select(
             *GTP,
-            _mem().alias("member"),
+            member_col().alias("member"),
             F.col("t_emu_ms").alias("t"),
             F.col("offset_end").alias("off"),
         )
@@ -1044,197 +496,6 @@ def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = N
     )
 
 
-def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
-    """Per member change points: ``protocol, group, member, t, alive, reb, owned``.
-
-    ``alive``: started and not stopped or crashed; ``reb``: mid-rebalance on its
-    side (started and not yet through its first rebalance, or triggered / started
-    and not yet completed or failed); ``owned``:
-    partitions it holds. Each row's values hold from ``t`` until the member's next row.
-    """
-    life = (
-        events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
-        .select(
-            "protocol",
-            "group",
-            F.col("member"),
-            F.col("t_emu_ms").alias("t"),
-            F.when(F.col("kind") == K.CONSUMER_STARTED.value, 1)
-            .when(F.col("kind").isin(K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value), 0)
-            .alias("alive_v"),
-            F.when(
-                F.col("kind").isin(
-                    K.CONSUMER_STARTED.value, K.REBALANCE_TRIGGERED.value, K.REBALANCE_STARTED.value
-                ),
-                1,
-            )
-            .when(
-                F.col("kind").isin(
-                    K.REBALANCE_COMPLETED.value,
-                    K.REBALANCE_FAILED.value,
-                    K.CONSUMER_STOPPED.value,
-                    K.CONSUMER_CRASHED.value,
-                ),
-                0,
-            )
-            .alias("reb_v"),
-            F.lit(0).alias("d_own"),
-            F.when(F.col("kind") == K.CONSUMER_STARTED.value, 0).otherwise(2).alias("ord"),
-        )
-        .where(F.col("alive_v").isNotNull() | F.col("reb_v").isNotNull())
-    )
-    own = intervals.select(
-        "protocol", "group", "member", F.col("s").alias("t"), F.lit(1).alias("d_own")
-    ).transform(
-        _union,
-        intervals.select(
-            "protocol", "group", "member", F.col("e").alias("t"), F.lit(-1).alias("d_own")
-        ),
-    )
-    own = own.select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        F.lit(None).cast("int").alias("alive_v"),
-        F.lit(None).cast("int").alias("reb_v"),
-        "d_own",
-        F.when(F.col("d_own") < 0, 1).otherwise(3).alias("ord"),
-    )
-    pts = life.transform(_union, own)
-    w = (
-        Window.partitionBy("protocol", "group", "member")
-        .orderBy("t", "ord")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    return pts.select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        "ord",
-        F.coalesce(F.last("alive_v", ignorenulls=True).over(w), F.lit(0)).alias("alive"),
-        F.coalesce(F.last("reb_v", ignorenulls=True).over(w), F.lit(0)).alias("reb"),
-        F.sum("d_own").over(w).alias("owned"),
-    )
-
-
-def group_timeline(
-    events: DataFrame, intervals: DataFrame, bounds: DataFrame | None = None
-) -> DataFrame:
-    """Per group change points: ``protocol, group, t, t_next, live, idle, reb, coord_busy``.
-
-    ``live``: live members; ``idle``: live members owning nothing; ``reb``:
-    members mid-rebalance; ``coord_busy``: 1 while the coordinator's group
-    state is not Stable/Empty/Dead. Values hold over ``[t, t_next)``.
-    """
-    mt = member_timeline(events, intervals)
-    wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
-    idle = ((F.col("alive") == 1) & (F.col("owned") <= 0)).cast("int")
-    live = F.col("alive").cast("int")
-    mt = mt.select(
-        "protocol",
-        "group",
-        "t",
-        (live - F.coalesce(F.lag(live).over(wm), F.lit(0))).alias("d_live"),
-        (idle - F.coalesce(F.lag(idle).over(wm), F.lit(0))).alias("d_idle"),
-        (F.col("reb") - F.coalesce(F.lag("reb").over(wm), F.lit(0))).alias("d_reb"),
-        F.lit(0).alias("d_busy"),
-    )
-    st = events.where(
-        (F.col("kind") == K.GROUP_STATE_CHANGED.value) & F.col("group").isNotNull()
-    ).select(
-        "protocol",
-        "group",
-        F.col("t_emu_ms").alias("t"),
-        F.when(F.col("state").isin(*_SETTLED_STATES), 0).otherwise(1).alias("busy"),
-    )
-    wc = Window.partitionBy("protocol", "group").orderBy("t")
-    st = st.select(
-        "protocol",
-        "group",
-        "t",
-        F.lit(0).alias("d_live"),
-        F.lit(0).alias("d_idle"),
-        F.lit(0).alias("d_reb"),
-        (F.col("busy") - F.coalesce(F.lag("busy").over(wc), F.lit(0))).alias("d_busy"),
-    )
-    pts = (
-        mt.transform(_union, st)
-        .groupBy("protocol", "group", "t")
-        .agg(*[F.sum(c).alias(c) for c in ("d_live", "d_idle", "d_reb", "d_busy")])
-    )
-    w = Window.partitionBy("protocol", "group").orderBy("t")
-    run = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    bounds = bounds if bounds is not None else run_bounds(events)
-    out = pts.select(
-        "protocol",
-        "group",
-        "t",
-        F.lead("t").over(w).alias("t_next"),
-        F.sum("d_live").over(run).alias("live"),
-        F.sum("d_idle").over(run).alias("idle"),
-        F.sum("d_reb").over(run).alias("reb"),
-        F.sum("d_busy").over(run).alias("coord_busy"),
-    )
-    return out.join(F.broadcast(bounds), "protocol").select(
-        "protocol",
-        "group",
-        "t",
-        F.coalesce(F.col("t_next"), F.greatest(F.col("t_last"), F.col("t"))).alias("t_next"),
-        "live",
-        "idle",
-        "reb",
-        "coord_busy",
-    )
-
-
-def partition_universe(
-    events: DataFrame, intervals: DataFrame, produced: DataFrame | None = None
-) -> DataFrame:
-    """``GTP``: the partitions a group is expected to own.
-
-    Those it ever claimed, and every produced partition of a topic it claimed from.
-    """
-    claimed = intervals.select(*GTP).distinct()
-    topics = claimed.select("protocol", "group", "topic").distinct()
-    if produced is None:
-        produced = events.where(F.col("kind") == K.PRODUCED.value).select(*TP).distinct()
-    more = produced.join(topics, ["protocol", "topic"]).select(*GTP)
-    return claimed.transform(_union, more).distinct()
-
-
-def unowned_spans(
-    events: DataFrame,
-    intervals: DataFrame,
-    parts: DataFrame | None = None,
-    bounds: DataFrame | None = None,
-) -> DataFrame:
-    """``GTP + [s, e]``: spans in which a partition had no owner (within the run)."""
-    parts = parts if parts is not None else partition_universe(events, intervals)
-    bounds = bounds if bounds is not None else run_bounds(events)
-    pts = intervals.select(*GTP, F.col("s").alias("t"), F.lit(1).alias("d")).transform(
-        _union, intervals.select(*GTP, F.col("e").alias("t"), F.lit(-1).alias("d"))
-    )
-    first = parts.join(F.broadcast(bounds), "protocol").select(
-        *GTP, F.col("t_first").alias("t"), F.lit(0).alias("d")
-    )
-    pts = pts.transform(_union, first).groupBy(*GTP, "t").agg(F.sum("d").alias("d"))
-    w = Window.partitionBy(*GTP).orderBy("t")
-    seg = pts.select(
-        *GTP,
-        F.col("t").alias("s"),
-        F.lead("t").over(w).alias("e"),
-        F.sum("d").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("n"),
-    )
-    seg = seg.join(F.broadcast(bounds), "protocol").select(
-        *GTP, "s", F.coalesce(F.col("e"), F.col("t_last")).alias("e"), "n"
-    )
-    return _islands(seg.where(F.col("e") >= F.col("s")), GTP, F.col("n") <= 0).where(
-        F.col("e") > F.col("s")
-    )
-
-
 def check_stranded(
     events: DataFrame,
     intervals: DataFrame | None = None,
@@ -1244,7 +505,7 @@ def check_stranded(
     """Partitions unowned while a live member owns nothing and the group is settled."""
     iv = intervals if intervals is not None else ownership_intervals_all(events)
     gt = timeline if timeline is not None else group_timeline(events, iv)
-    bad = _islands(
+    bad = islands(
         gt.select(
             "protocol",
             "group",
@@ -1267,77 +528,6 @@ def check_stranded(
         F.least("e", "be").alias("t1"),
     ).where(F.col("t1") > F.col("t0"))
     return _anomaly(j, STRANDED_PARTITION, t_start_ms=F.col("t0"), t_end_ms=F.col("t1"))
-
-
-def settle_points(
-    events: DataFrame, intervals: DataFrame, timeline: DataFrame | None = None
-) -> DataFrame:
-    """``(protocol, group, t)``: instants the group becomes settled after a rebalance."""
-    gt = timeline if timeline is not None else group_timeline(events, intervals)
-    settled = (F.col("reb") <= 0) & (F.col("coord_busy") <= 0)
-    w = Window.partitionBy("protocol", "group").orderBy("t")
-    gt = gt.withColumn("_set", settled).withColumn(
-        "_was", F.coalesce(F.lag(settled).over(w), F.lit(True))
-    )
-    return gt.where(F.col("_set") & ~F.col("_was")).select("protocol", "group", "t")
-
-
-def assignment_spans(events: DataFrame, bounds: DataFrame | None = None) -> DataFrame:
-    """Each member's latest completed assignment: ``protocol, group, member, s, e, partitions``.
-
-    From ``rebalance_completed`` (its ``partitions``) and ``rebalance_failed``
-    (nothing) until the member's next one, its stop, its crash, or the
-    coordinator's ``member_removed`` of its member id (``partitions`` null: not
-    in the group). The last one is what the coordinator's assignment is about:
-    a member expelled while paused still believes in its old assignment (the
-    zombie, reported as double ownership), but the group's next assignment is
-    computed without it.
-    """
-    ids = (
-        events.where(F.col("member").isNotNull() & F.col("member_id").isNotNull())
-        .select("protocol", "group", "member_id", "member")
-        .distinct()
-    )
-    removed = (
-        events.where(
-            (F.col("kind") == K.MEMBER_REMOVED.value)
-            & F.col("member").isNull()
-            & F.col("member_id").isNotNull()
-        )
-        .select("protocol", "group", "member_id", F.col("t_emu_ms").alias("s"))
-        .join(ids, ["protocol", "group", "member_id"])
-        .select(
-            "protocol", "group", "member", "s", F.lit(None).cast("string").alias("partitions")
-        )
-    )
-    ev = events.where(
-        F.col("member").isNotNull()
-        & F.col("kind").isin(
-            K.REBALANCE_COMPLETED.value,
-            K.REBALANCE_FAILED.value,
-            K.CONSUMER_STOPPED.value,
-            K.CONSUMER_CRASHED.value,
-        )
-    ).select(
-        "protocol",
-        "group",
-        "member",
-        F.col("t_emu_ms").alias("s"),
-        F.when(F.col("kind") == K.REBALANCE_COMPLETED.value, F.coalesce("partitions", F.lit("")))
-        .when(F.col("kind") == K.REBALANCE_FAILED.value, F.lit(""))
-        .alias("partitions"),
-    ).transform(_union, removed)
-    w = Window.partitionBy("protocol", "group", "member").orderBy("s")
-    bounds = bounds if bounds is not None else run_bounds(events)
-    ev = ev.withColumn("e", F.lead("s").over(w)).join(F.broadcast(bounds), "protocol")
-    return ev.select(
-        "protocol",
-        "group",
-        "member",
-        "s",
-        F.coalesce(F.col("e"), F.col("t_last") + 1.0).alias("e"),
-        "partitions",
-    ).where(F.col("partitions").isNotNull())
 
 
 def check_assignments(
@@ -1377,7 +567,7 @@ def check_assignments(
             F.lit("min="), F.col("lo").cast("string"), F.lit(" max="), F.col("hi").cast("string")
         ),
     )
-    given = _explode_partitions(snap).select(
+    given = explode_partitions(snap).select(
         "protocol", "group", "t", "topic", "partition", "member"
     )
     universe = universe if universe is not None else partition_universe(events, iv)
@@ -1447,9 +637,9 @@ def mark_allowed(
 
 # The event kinds the ownership, group-timeline and assignment logic reads.
 _CONTROL_KINDS: Final = (
-    *_CLAIM_KINDS,
-    *_RELEASE_KINDS,
-    *_MEMBER_END_KINDS,
+    *CLAIM_KINDS,
+    *RELEASE_KINDS,
+    *MEMBER_END_KINDS,
     K.CONSUMER_STARTED.value,
     K.REBALANCE_TRIGGERED.value,
     K.REBALANCE_STARTED.value,
@@ -1527,6 +717,7 @@ class SharedFrames:
                     # (a no-op coalesce of one partition, no shuffle).
                     df = df.coalesce(1)
             finally:
+                # pyspark types the value as str, but None is what clears it.
                 sc.setJobDescription(None)  # type: ignore[arg-type]
             self._cache[name] = df
         return df

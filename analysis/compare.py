@@ -25,11 +25,15 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis import report as rpt
 from analysis.evidence import Evidence, assess
 from emulator.storage import Location, StorageError, is_url, resolve
+
+if TYPE_CHECKING:  # Spark and pandas load only when a command runs (the CLI starts fast)
+    import pandas as pd
+    from pyspark.sql import SparkSession
 
 Progress = Callable[[str], None]
 
@@ -55,7 +59,7 @@ def stderr_progress(prefix: str = "compare") -> Progress:
     return say
 
 
-def start_spark(spark_master: str | None, say: Progress) -> Any:
+def start_spark(spark_master: str | None, say: Progress) -> SparkSession:
     """The SparkSession for a report (``local[*]`` unless a master is named).
 
     On one machine the shuffles are small: one partition per core, not 8.
@@ -64,14 +68,16 @@ def start_spark(spark_master: str | None, say: Progress) -> Any:
 
     say(f"starting Spark ({spark_master or 'local[*]'})")
     spark = get_spark(spark_master)
-    if spark.sparkContext.master.startswith("local"):
+    if (spark.sparkContext.master or "").startswith("local"):
         cores = spark.sparkContext.defaultParallelism
         spark.conf.set("spark.sql.shuffle.partitions", str(max(1, cores)))
     return spark
 
 
 @contextlib.contextmanager
-def ticking(say: Progress, step: str, spark: Any = None, every_s: float = 15.0) -> Iterator[None]:
+def ticking(
+    say: Progress, step: str, spark: SparkSession | None = None, every_s: float = 15.0
+) -> Iterator[None]:
     """While the body runs, say ``step ... (N s, J Spark jobs so far)`` every ``every_s``."""
     stop = threading.Event()
     t0 = time.monotonic()
@@ -174,7 +180,7 @@ def _base_name(d: Path | str) -> str:
 
 
 def analyze_run(
-    spark: Any,
+    spark: SparkSession,
     run_dir: Path | str,
     *,
     label: str | None = None,
@@ -280,7 +286,7 @@ def analyze_run(
         say(f"{name}: {n_anom} anomaly rows; computing metrics")
         with ticking(say, f"{name}: computing metrics", spark):
             # one pass for the lag: the episodes read it, the throughput plot draws it
-            lag = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
+            lag: pd.DataFrame = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
             metrics = compute_metrics(
                 events,
                 anomalies,
@@ -313,7 +319,8 @@ def analyze_run(
                 )
     finally:
         events.unpersist()
-        spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
+        if shuffle_before is not None:  # always: the setting has a default
+            spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
     data = {
         "event log files": loaded.files,
         "events": n_events,
@@ -325,7 +332,9 @@ def analyze_run(
     return RunAnalysis(run_dir, name, manifest, metrics, frames, data, evidence)
 
 
-def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def clock_skew(
+    anomalies: pd.DataFrame, manifest: Mapping[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Which double-ownership / double-processing windows hold whatever the clocks did.
 
     Events carry each node's own wall clock turned into emulated time, so a
@@ -343,7 +352,7 @@ def clock_skew(anomalies: Any, manifest: Mapping[str, Any]) -> tuple[Any, dict[s
     """
     import pandas as pd
 
-    from analysis.checkers import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
+    from analysis.anomalies import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
     from emulator.clock import skew_bound_ms
 
     an = anomalies.copy()
@@ -504,7 +513,7 @@ def compare(
     spark_master: str | None = None,
     progress: Progress | None = None,
     *,
-    spark: Any = None,
+    spark: SparkSession | None = None,
 ) -> Path:
     """Analyse run directories and write the comparison report (see :func:`compare_runs`)."""
     return compare_runs(run_dirs, out_dir, spark_master, progress, spark=spark).report_dir
@@ -516,7 +525,7 @@ def compare_runs(
     spark_master: str | None = None,
     progress: Progress | None = None,
     *,
-    spark: Any = None,
+    spark: SparkSession | None = None,
 ) -> CompareOutcome:
     """Analyse run directories and write the comparison report.
 

@@ -66,9 +66,11 @@ Definitions (times are emulated ms):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from emulator.intervals import intersection, merge_spans, overlap_length
 
 FORMATION = "formation"
 """The episode kind of group formation."""
@@ -106,7 +108,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Segment:
-    """A stretch of the group timeline over ``[s, e)`` (see ``checkers.group_timeline``)."""
+    """A stretch of the group timeline over ``[s, e)`` (see ``timelines.group_timeline``)."""
 
     s: float
     e: float
@@ -285,47 +287,14 @@ EPISODE_METRICS: tuple[tuple[str, str], ...] = (
 # ----------------------------------------------------------------- helpers
 
 
-def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sorted, disjoint, non-empty union of ``[s, e)`` spans (touching spans join)."""
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(x for x in spans if x[1] > x[0]):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _clip(s: float, e: float, lo: float, hi: float) -> float:
-    return max(0.0, min(e, hi) - max(s, lo))
-
-
 def _live_spans(segments: Sequence[Segment]) -> list[tuple[float, float]]:
     return merge_spans((g.s, g.e) for g in segments if g.live > 0)
-
-
-def _intersect(
-    a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """Intersection of two sorted disjoint span lists."""
-    out: list[tuple[float, float]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if e > s:
-            out.append((s, e))
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 def disturbed_spans(h: History) -> list[tuple[float, float]]:
     """When the group was disturbed (see the module docstring), as disjoint spans."""
     live = _live_spans(h.segments)
-    unowned_live = _intersect(merge_spans((g.s, g.e) for g in h.gaps), live)
+    unowned_live = intersection(merge_spans((g.s, g.e) for g in h.gaps), live)
     busy = [(g.s, g.e) for g in h.segments if g.reb > 0 or g.coord_busy > 0]
     doubled = [(d.s, d.e) for d in h.doubled]
     return merge_spans([*busy, *unowned_live, *doubled])
@@ -394,7 +363,7 @@ class _Run:
         for o in h.owned:
             by_partition.setdefault(o.partition, []).append(o)
         live = _live_spans(h.segments)
-        unowned = [piece for g in h.gaps for piece in _intersect([(g.s, g.e)], live)]
+        unowned = [piece for g in h.gaps for piece in intersection([(g.s, g.e)], live)]
         return cls(disturbed, [s for s, _ in disturbed], by_partition, unowned)
 
     def stable_at(self, start: float, end: float, not_before: float) -> float:
@@ -480,8 +449,8 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
     after = upto - 1e-6 if stable is None else upto
     moved = 0
     for p in by_part:
-        a, b = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
-        if a is not None and b is not None and a != b:
+        owner_before, owner_after = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
+        if owner_before is not None and owner_after is not None and owner_before != owner_after:
             moved += 1
     ep.partitions_moved = moved
     revoked = [o for o in h.owned if o.released and start <= o.e < end]
@@ -490,14 +459,14 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
         1 for o in revoked if _owner_at(by_part, o.partition, after) == o.member
     )
     # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
-    unavailable = sum(_clip(s, e, start, end) for s, e in run.unowned_live)
+    unavailable = sum(overlap_length(s, e, start, end) for s, e in run.unowned_live)
     ep.partition_unavailable_s = unavailable / 1000.0
-    busy = _intersect(run.disturbed, [(start, upto)])
+    busy = intersection(run.disturbed, [(start, upto)])
     idle = 0.0
     for g in h.segments:
         if g.idle > 0:
             for s, e in busy:
-                idle += g.idle * _clip(g.s, g.e, s, e)
+                idle += g.idle * overlap_length(g.s, g.e, s, e)
     ep.idle_member_s = idle / 1000.0
     # The checkers' rows.
     for a in h.anomalies:
@@ -511,9 +480,9 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
             ep.loss += a.count
             ep.loss_by_cause[cause] = ep.loss_by_cause.get(cause, 0) + a.count
         elif a.kind == "double_processing":
-            ep.double_processing_s += _clip(a.s, a.e, start, end) / 1000.0
+            ep.double_processing_s += overlap_length(a.s, a.e, start, end) / 1000.0
         elif a.kind == "ordering_overlap":
-            ep.ordering_overlap_s += _clip(a.s, a.e, start, end) / 1000.0
+            ep.ordering_overlap_s += overlap_length(a.s, a.e, start, end) / 1000.0
     # Lag.
     ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms, h.produced_per_bucket)
     # Counted marks.

@@ -143,26 +143,26 @@ def assess(
                 f"log {actor} never reached the run directory ({reason}): {affects(actor)}"
             )
         for actor, info in sorted(listed.items()):
-            rep = present.get(actor)
+            found = present.get(actor)
             want = int(info.get("bytes", -1)) if isinstance(info, Mapping) else -1
-            if rep is None:
+            if found is None:
                 ev.problems.append(
                     f"log {actor} is missing (the manifest lists {want:,} bytes): {affects(actor)}"
                 )
                 continue
-            if want >= 0 and rep.size != want:
+            if want >= 0 and found.size != want:
                 ev.problems.append(
-                    f"log {actor} is {rep.size:,} bytes, the manifest lists {want:,}: "
+                    f"log {actor} is {found.size:,} bytes, the manifest lists {want:,}: "
                     f"changed after the run"
                 )
             elif (
                 isinstance(info, Mapping)
                 and info.get("crc32c")
-                and rep.checksum
-                and str(info["crc32c"]) != rep.checksum
+                and found.checksum
+                and str(info["crc32c"]) != found.checksum
             ):
                 ev.problems.append(
-                    f"log {actor} changed after the run (CRC32C {rep.checksum}, "
+                    f"log {actor} changed after the run (CRC32C {found.checksum}, "
                     f"the manifest lists {info['crc32c']})"
                 )
         if listed:

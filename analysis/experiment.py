@@ -30,12 +30,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.compare import Progress, start_spark, stderr_progress
 from analysis.episodes import EPISODE_METRICS
 from analysis.report import jsonable
 from analysis.stats import mann_whitney, summarize
+
+if TYPE_CHECKING:  # Spark loads only when a command runs
+    from pyspark.sql import SparkSession
 
 EXPERIMENT_FILE = "experiment.json"
 ANALYSIS_FILE = "analysis.json"
@@ -102,7 +105,7 @@ def _cached(d: Path, fingerprint: str) -> dict[str, Any] | None:
 
 
 def analyze_trials(
-    spark: Any, exp_dir: Path, trials: Sequence[tuple[dict[str, Any], Path]], say: Progress
+    spark: SparkSession, exp_dir: Path, trials: Sequence[tuple[dict[str, Any], Path]], say: Progress
 ) -> dict[str, dict[str, Any]]:
     """Each completed trial's metrics and evidence, from cache or computed in batches.
 
@@ -112,7 +115,8 @@ def analyze_trials(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis.checkers import SERIES_SEP, SharedFrames, run_checkers
+    from analysis.anomalies import SERIES_SEP
+    from analysis.checkers import SharedFrames, run_checkers
     from analysis.datasource import load_events
     from analysis.evidence import assess
     from analysis.metrics import compute_metrics, request_snapshots
@@ -343,7 +347,7 @@ def compare_experiment(
     spark_master: str | None = None,
     progress: Progress | None = None,
     *,
-    spark: Any = None,
+    spark: SparkSession | None = None,
 ) -> ExperimentReport:
     """Analyse every completed trial and write the experiment report.
 

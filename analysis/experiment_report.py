@@ -23,12 +23,12 @@ from analysis.episodes import EPISODE_METRICS, FORMATION
 from analysis.experiment import HEADLINE_METRICS, RUN_LABEL, RUN_METRICS
 from analysis.report import (
     PROTOCOL_ORDER,
-    _html_table,
-    _md_table,
-    _subplots,
     fmt,
+    html_table,
     jsonable,
+    md_table,
     png_bytes,
+    subplots,
 )
 
 DOC = dict(EPISODE_METRICS)
@@ -84,7 +84,7 @@ def cell_text(row: Mapping[str, Any]) -> str:
 def _panels(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, list[Any], list[str]]:
     """A 2 x 3 figure: one panel per headline metric present in ``rows`` (others hidden)."""
     metrics = [m for m in HEADLINE_METRICS if any(r["metric"] == m for r in rows)]
-    fig, grid = _subplots(2, 3, figsize=(10, 6.4))
+    fig, grid = subplots(2, 3, figsize=(10, 6.4))
     axes = list(grid.flat)
     for extra in axes[len(metrics) :]:
         extra.set_visible(False)
@@ -151,11 +151,11 @@ def _plot_sweep(
 
 
 def _md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return _md_table(pd.DataFrame(list(rows), columns=list(header)), index=False).split("\n")
+    return md_table(pd.DataFrame(list(rows), columns=list(header)), index=False).split("\n")
 
 
 def _html(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    return _html_table(pd.DataFrame(list(rows), columns=list(header)), index=False)
+    return html_table(pd.DataFrame(list(rows), columns=list(header)), index=False)
 
 
 def write_experiment_report(
@@ -313,8 +313,8 @@ def write_experiment_report(
         else ["None: every trial completed with complete evidence."]
     ) + [""]
     md += ["## What each change cost, over the seeds", "", note, ""]
-    for title, header, rows, _n in sections:
-        md += [f"### {title}", "", *_md(header, rows), ""]
+    for title, header, cells, _n in sections:
+        md += [f"### {title}", "", *_md(header, cells), ""]
     md += [
         "## Do the protocols differ beyond the noise?",
         "",
@@ -345,8 +345,8 @@ def write_experiment_report(
         else "<p>None: every trial completed with complete evidence.</p>"
     )
     h.append(f"<h2>What each change cost, over the seeds</h2><p>{html.escape(note)}</p>")
-    for title, header, rows, _n in sections:
-        h.append(f"<h3>{html.escape(title)}</h3>" + _html(header, rows))
+    for title, header, cells, _n in sections:
+        h.append(f"<h3>{html.escape(title)}</h3>" + _html(header, cells))
     h.append("<h2>Do the protocols differ beyond the noise?</h2>" + _html(test_header, test_rows))
     for name, caption, path in plots:
         b64 = base64.b64encode(path.read_bytes()).decode("ascii")

@@ -219,12 +219,12 @@ def kafka_metrics(
     if protocol == "consumer":
         bumps = 0
         epoch: int | None = None
-        for s in ordered_states:
-            if s.generation is None:
+        for gs in ordered_states:
+            if gs.generation is None:
                 continue
-            if epoch is not None and s.generation > epoch and s.reason not in _NOT_A_REBALANCE:
+            if epoch is not None and gs.generation > epoch and gs.reason not in _NOT_A_REBALANCE:
                 bumps += 1
-            epoch = s.generation if epoch is None else max(epoch, s.generation)
+            epoch = gs.generation if epoch is None else max(epoch, gs.generation)
         coordinator: dict[str, Any] = {
             "metric_group": "group-coordinator-metrics",
             "consumer-group-count.seconds_by_state": {k.lower(): v for k, v in seconds.items()},

@@ -28,7 +28,7 @@ Definitions (the event log is the record; times are emulated ms):
   no per-request record, so this counts what changed, not every heartbeat.
 * ``protocol_order_inversions``: places where two nodes' clocks contradict
   the protocol's order of a partition's owners (ZooKeeper czxids, generations,
-  member epochs; :func:`analysis.checkers.protocol_order_inversions`):
+  member epochs; :func:`analysis.ownership.protocol_order_inversions`):
   ``claims`` (a claim stamped before one the protocol orders first),
   ``releases`` (a release stamped after the next owner's claim), ``count``
   (both) and ``largest_ms``, a lower bound of the clock skew the run saw.
@@ -41,26 +41,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
-from analysis.checkers import (
+from analysis.anomalies import (
     ANOMALY_KINDS,
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
     DUPLICATE,
     LOSS,
     ORDERING_OVERLAP,
-    SharedFrames,
-    _islands,
-    group_timeline,
-    member_timeline,
-    ownership_intervals_all,
-    protocol_order_inversions,
-    run_checkers,
 )
+from analysis.checkers import SharedFrames, run_checkers
+from analysis.frames import islands
+from analysis.ownership import ownership_intervals_all, protocol_order_inversions
+from analysis.timelines import group_timeline, member_timeline
 from emulator.events import EventKind as K
 
 _COORDINATOR_KINDS = (
@@ -137,7 +134,7 @@ def _unsettled_spans(
         "reb",
         "coord_busy",
     )
-    return _islands(
+    return islands(
         spans, ["protocol", "group"], (F.col("reb") > 0) | (F.col("coord_busy") > 0)
     ).where(F.col("e") > F.col("s"))
 
@@ -188,7 +185,7 @@ def fault_marks(events: DataFrame) -> DataFrame:
 # ------------------------------------------------------------------ metrics
 
 
-def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Any:
+def _overlap(a_s: str, a_e: str, b_s: str, b_e: str) -> Column:
     return F.greatest(
         F.least(F.col(a_e), F.col(b_e)) - F.greatest(F.col(a_s), F.col(b_s)), F.lit(0.0)
     )
@@ -225,7 +222,7 @@ def compute_metrics(
     gt = sh.timeline
     kind = F.col("kind")
 
-    def n(k: K) -> Any:
+    def n(k: K) -> Column:
         return F.sum(F.when(kind == k.value, 1).otherwise(0)).cast("long").alias(k.value)
 
     size = F.col("offset_end") - F.col("offset_start")
@@ -388,7 +385,7 @@ def compute_metrics(
             }
 
     # Stop-the-world: unowned partition time while any consumer is live.
-    live = _islands(
+    live = islands(
         gt.select("protocol", "group", F.col("t").alias("s"), F.col("t_next").alias("e"), "live"),
         ["protocol", "group"],
         F.col("live") > 0,
@@ -550,7 +547,7 @@ def request_snapshots(manifest: Mapping[str, Any]) -> dict[str, list[tuple[float
     return out
 
 
-def _changes(rows: Sequence[Any], cleared: Sequence[Any]) -> list[epi.Change]:
+def _changes(rows: Sequence[Row], cleared: Sequence[Row]) -> list[epi.Change]:
     """The orchestrator's applied actions as changes; timed faults with their clear time."""
     out: list[epi.Change] = []
     for r in rows:
@@ -643,6 +640,7 @@ def episode_histories(
     clears: dict[str, list[Any]] = {}
     for r in cleared.collect():
         clears.setdefault(str(r["protocol"]), []).append(r)
+    h: epi.History | None
     for p, h in hist.items():
         h.changes = _changes(sorted(by_p.get(p, []), key=lambda r: r["t"]), clears.get(p, []))
     for r in sh.timeline.where(in_group).orderBy("protocol", "t").collect():
@@ -695,11 +693,11 @@ def episode_histories(
             r.asDict()
             for r in throughput_lag(events, bucket_ms).orderBy("protocol", "t_ms").collect()
         ]
-    for r in sorted(lag_rows, key=lambda r: (str(r["protocol"]), float(r["t_ms"]))):
-        h = hist.get(str(r["protocol"]))
+    for lr in sorted(lag_rows, key=lambda r: (str(r["protocol"]), float(r["t_ms"]))):
+        h = hist.get(str(lr["protocol"]))
         if h is not None:
-            h.lag.append((float(r["t_ms"]), float(r["lag"])))
-            produced.setdefault(h.protocol, []).append(float(r["produced"] or 0))
+            h.lag.append((float(lr["t_ms"]), float(lr["lag"])))
+            produced.setdefault(h.protocol, []).append(float(lr["produced"] or 0))
     for p, h in hist.items():
         rows = produced.get(p) or []
         busy = [x for x in rows if x > 0]  # buckets while the producer ran

@@ -41,6 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from emulator import intervals
 from emulator.protocols import RUN_PROTOCOLS, SPECS
 
 OWNERSHIP: Final = "ownership"
@@ -140,16 +141,6 @@ def _title(series: str) -> str:
     return f"{run}: {proto} ({name})" if run else f"{proto} ({name})"
 
 
-def _intervals_union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
-
-
 def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
     """Windows where two different members owned one partition at once.
 
@@ -165,24 +156,18 @@ def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
         return pd.DataFrame(columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms"])
     df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
     for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
-        ivs = sorted(
-            (float(r.t_start_ms), float(r.t_end_ms), str(r.member)) for r in g.itertuples()
-        )
-        for i, (_s1, e1, m1) in enumerate(ivs):
-            for s2, e2, m2 in ivs[i + 1 :]:
-                if s2 >= e1:
-                    break
-                if m1 != m2 and min(e1, e2) > s2:
-                    rows.append(
-                        {
-                            "protocol": proto,
-                            "topic": topic,
-                            "partition": int(part),
-                            "t_start_ms": s2,
-                            "t_end_ms": min(e1, e2),
-                            "members": f"{m1}+{m2}",
-                        }
-                    )
+        ivs = [(float(r.t_start_ms), float(r.t_end_ms), str(r.member)) for r in g.itertuples()]
+        for s, e, m1, m2 in intervals.pairwise_overlaps(ivs):
+            rows.append(
+                {
+                    "protocol": proto,
+                    "topic": topic,
+                    "partition": int(part),
+                    "t_start_ms": s,
+                    "t_end_ms": e,
+                    "members": f"{m1}+{m2}",
+                }
+            )
     return pd.DataFrame(
         rows,
         columns=["protocol", "topic", "partition", "t_start_ms", "t_end_ms", "members"],
@@ -204,16 +189,9 @@ def unowned_gaps(own: pd.DataFrame, start_ms: float, end_ms: float) -> pd.DataFr
         return pd.DataFrame(columns=cols)
     df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
     for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
-        merged = _intervals_union(
-            [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
-        )
-        cursor = start_ms
-        for s, e in merged:
-            if s > cursor:
-                rows.append(dict(zip(cols, (proto, topic, int(part), cursor, s), strict=True)))
-            cursor = max(cursor, e)
-        if cursor < end_ms:
-            rows.append(dict(zip(cols, (proto, topic, int(part), cursor, end_ms), strict=True)))
+        spans = [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
+        for s, e in intervals.gaps(spans, start_ms, end_ms):
+            rows.append(dict(zip(cols, (proto, topic, int(part), s, e), strict=True)))
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -278,7 +256,7 @@ def with_timeline_marks(
 # --------------------------------------------------------------------------- plots
 
 
-def _subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
+def subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
     """``pyplot.subplots`` without pyplot: a Figure on an Agg canvas."""
     fig = Figure(figsize=kw.pop("figsize", None))
     FigureCanvasAgg(fig)
@@ -337,7 +315,7 @@ def plot_ownership(
         for s in series
     ] or [1]
     heights = [max(1.8, 0.16 * r + 1.2) for r in rows_per]
-    fig, axes = _subplots(
+    fig, axes = subplots(
         n,
         1,
         figsize=(12, sum(heights) + 0.8),
@@ -443,7 +421,7 @@ def plot_ownership(
 
 def plot_throughput(thr: pd.DataFrame, faults: pd.DataFrame, series: Sequence[str]) -> Figure:
     """Processed messages per bucket (produced dashed) and lag over time, one line per series."""
-    fig, (ax1, ax2) = _subplots(2, 1, figsize=(12, 6.5), sharex=True)
+    fig, (ax1, ax2) = subplots(2, 1, figsize=(12, 6.5), sharex=True)
     if thr.empty:
         _empty(ax1, "no throughput data")
         _empty(ax2, "no lag data")
@@ -473,7 +451,7 @@ def plot_throughput(thr: pd.DataFrame, faults: pd.DataFrame, series: Sequence[st
 
 def plot_durations(dur: pd.DataFrame, series: Sequence[str]) -> Figure:
     """Rebalance durations (trigger to settled): a box per series with every rebalance as a dot."""
-    fig, ax = _subplots(figsize=(12, 4.2))
+    fig, ax = subplots(figsize=(12, 4.2))
     data = [
         dur[dur["protocol"] == s]["duration_ms"].dropna().astype(float) / 1000.0 for s in series
     ]
@@ -501,7 +479,7 @@ def plot_durations(dur: pd.DataFrame, series: Sequence[str]) -> Figure:
 
 def plot_herd(herd: pd.DataFrame) -> Figure:
     """Cost per membership change against group size, one line per protocol and measure."""
-    fig, ax = _subplots(figsize=(10, 4.5))
+    fig, ax = subplots(figsize=(10, 4.5))
     if herd.empty:
         _empty(ax, "herd cost needs several runs")
         return fig
@@ -720,7 +698,8 @@ def anomaly_summary(anom: pd.DataFrame, series: Sequence[str]) -> pd.DataFrame:
     return out_df.reset_index(drop=True)
 
 
-def _md_table(df: pd.DataFrame, index: bool = True) -> str:
+def md_table(df: pd.DataFrame, index: bool = True) -> str:
+    """``df`` as a Markdown table (the run and experiment reports' tables)."""
     cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for idx, row in df.iterrows():
@@ -735,7 +714,8 @@ def _numeric(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _html_table(df: pd.DataFrame, index: bool = True, css: str = "") -> str:
+def html_table(df: pd.DataFrame, index: bool = True, css: str = "") -> str:
+    """``df`` as an HTML table of class ``css`` (rows of disallowed anomalies marked ``bad``)."""
     head = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
     out = [f'<table class="{css}"><thead><tr>']
     out += [f"<th>{html.escape(h)}</th>" for h in head]
@@ -952,10 +932,10 @@ def write_report(
     md: list[str] = [f"# {title}", ""]
     md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
     md += ["## Evidence", "", *evidence_lines(incomplete), ""]
-    md += ["## What each change cost", "", EPISODES_NOTE, "", _md_table(episodes, index=False), ""]
-    md += ["## Metrics", "", WHOLE_RUN_NOTE, "", _md_table(table), ""]
+    md += ["## What each change cost", "", EPISODES_NOTE, "", md_table(episodes, index=False), ""]
+    md += ["## Metrics", "", WHOLE_RUN_NOTE, "", md_table(table), ""]
     if not kafka.empty:
-        md += ["## Kafka's metric names", "", KAFKA_NOTE, "", _md_table(kafka), ""]
+        md += ["## Kafka's metric names", "", KAFKA_NOTE, "", md_table(kafka), ""]
     guarantees = [
         (s, str(metrics[s].get("commit_mode", "")), str(metrics[s]["delivery_guarantee"]))
         for s in series
@@ -970,7 +950,7 @@ def write_report(
     else:
         md += [
             "`allowed` says whether the protocol's guarantees permit the anomaly "
-            "(see `analysis.checkers.ALLOWED`). Times are each node's own clock: "
+            "(see `analysis.anomalies.ALLOWED`). Times are each node's own clock: "
             "a double ownership or double processing between members on different "
             "nodes is certain only when longer than the clock-skew bound between "
             "them (metrics `clock_skew.bound_emu_ms`, from the offsets measured at "
@@ -980,10 +960,10 @@ def write_report(
             "where the clocks contradict it, that is counted in "
             "`protocol_order_inversions`, not reported as double ownership.",
             "",
-            _md_table(summary, index=False),
+            md_table(summary, index=False),
             "",
         ]
-    md += ["## Ownership", "", _md_table(timeline), ""]
+    md += ["## Ownership", "", md_table(timeline), ""]
     for name, caption, path in plots:
         md += [f"## {name.replace('_', ' ')}", "", f"![{name}](plots/{path.name})", "", caption, ""]
     md_path = out_dir / "report.md"
@@ -1016,12 +996,12 @@ def write_report(
         h.append(f"<ul>{items}</ul>")
     h.append("</div><h2>What each change cost</h2>")
     h.append(f"<p>{html.escape(EPISODES_NOTE)}</p>")
-    h.append(_html_table(episodes, index=False, css="episodes"))
+    h.append(html_table(episodes, index=False, css="episodes"))
     h.append(f"<h2>Metrics</h2><p>{html.escape(WHOLE_RUN_NOTE)}</p>")
-    h.append(_html_table(table, css="metrics"))
+    h.append(html_table(table, css="metrics"))
     if not kafka.empty:
         h.append(f"<h2>Kafka's metric names</h2><p>{html.escape(KAFKA_NOTE)}</p>")
-        h.append(_html_table(kafka, css="kafka"))
+        h.append(html_table(kafka, css="kafka"))
     if guarantees:
         h.append('<h2>Delivery guarantees</h2><ul id="delivery">')
         h += [
@@ -1036,12 +1016,12 @@ def write_report(
     else:
         h.append(
             "<p>Rows in red are anomalies the protocol does not allow "
-            "(<code>analysis.checkers.ALLOWED</code>); an empty <code>allowed</code> "
+            "(<code>analysis.anomalies.ALLOWED</code>); an empty <code>allowed</code> "
             "means no verdict: that protocol's evidence is incomplete.</p>"
         )
-        h.append(_html_table(summary, index=False, css="anomalies"))
+        h.append(html_table(summary, index=False, css="anomalies"))
     h.append("<h2>Ownership</h2>")
-    h.append(_html_table(timeline, css="timeline"))
+    h.append(html_table(timeline, css="timeline"))
     for name, caption, path in plots:
         b64 = base64.b64encode(path.read_bytes()).decode("ascii")
         h.append(

@@ -13,41 +13,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from emulator.events import EventKind
+from emulator.intervals import (
+    Holder,
+    intersection_length,
+    merge_spans,
+    overlap_windows,
+    overlaps,
+    total_length,
+)
 
 TopicPartition = tuple[str, int]
 Range = tuple[int, int]
-
-
-def merge_ranges(ranges: Iterable[Range]) -> list[Range]:
-    """Merge half-open ranges into disjoint, sorted ranges."""
-    out: list[Range] = []
-    for start, end in sorted(r for r in ranges if r[1] > r[0]):
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
-def covered(ranges: list[Range]) -> int:
-    """Total length of disjoint ranges."""
-    return sum(e - s for s, e in ranges)
-
-
-def intersect_len(a: list[Range], b: list[Range]) -> int:
-    """Length of the intersection of two disjoint sorted range lists."""
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 @dataclass
@@ -104,7 +80,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     s = RunSummary()
     produced: dict[TopicPartition, list[Range]] = defaultdict(list)
     processed: dict[TopicPartition, list[Range]] = defaultdict(list)
-    busy: dict[TopicPartition, list[Busy]] = defaultdict(list)
+    busy: dict[TopicPartition, list[Holder]] = defaultdict(list)
     spans: dict[TopicPartition, list[tuple[float, float, str, int, int]]] = defaultdict(list)
     for ev in events:
         s.events += 1
@@ -134,17 +110,17 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
                     spans[tp].append((float(end) - float(took), float(end), who, *rng))
     unique_processed = 0
     for tp in sorted(set(produced) | set(processed)):
-        prod = merge_ranges(produced.get(tp, []))
-        proc = merge_ranges(processed.get(tp, []))
-        unique_processed += covered(proc)
-        missing = covered(prod) - intersect_len(prod, proc)
+        prod = merge_spans(produced.get(tp, []))
+        proc = merge_spans(processed.get(tp, []))
+        unique_processed += total_length(proc)
+        missing = total_length(prod) - intersection_length(prod, proc)
         if missing > 0:
             s.unprocessed += missing
             s.partitions_unprocessed.append(f"{tp[0]}:{tp[1]}")
     s.duplicates = s.processed - unique_processed
     for tp in sorted(busy):
         same: list[float] = []
-        for w0, w1, _members in double_processing_windows(busy[tp]):
+        for w0, w1, _members in overlap_windows(busy[tp]):
             if _shares_records(spans[tp], w0, w1):
                 same.append(w1 - w0)
             else:
@@ -158,56 +134,14 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     return s
 
 
-def _shares_records(
-    spans: list[tuple[float, float, str, int, int]], w0: float, w1: float
-) -> bool:
+def _shares_records(spans: list[tuple[float, float, str, int, int]], w0: float, w1: float) -> bool:
     """Whether two members' batches busy in ``[w0, w1]`` processed a common offset."""
-    inside = [b for b in spans if b[0] < w1 and w0 < b[1]]
+    inside = [b for b in spans if overlaps(b[0], b[1], w0, w1)]
     for i, a in enumerate(inside):
         for b in inside[i + 1 :]:
-            if a[2] != b[2] and a[3] < b[4] and b[3] < a[4]:
+            if a[2] != b[2] and overlaps(a[3], a[4], b[3], b[4]):
                 return True
     return False
-
-
-Busy = tuple[float, float, str]
-"""A member processing a partition: ``(start_ms, end_ms, member)``."""
-
-
-def double_processing_windows(intervals: Iterable[Busy]) -> list[tuple[float, float, list[str]]]:
-    """Windows in which two or more members were processing one partition at once.
-
-    Args:
-        intervals: every processing interval of one partition, any order.
-
-    Returns:
-        ``(start_ms, end_ms, members)`` for each maximal window of positive
-        length with at least two distinct members busy, in time order.
-    """
-    points: list[tuple[float, int, str]] = []
-    for start, end, who in intervals:
-        if end > start:
-            points.append((start, 1, who))
-            points.append((end, -1, who))
-    points.sort(key=lambda p: (p[0], p[1]))  # ends before starts at the same instant
-    active: dict[str, int] = defaultdict(int)
-    out: list[tuple[float, float, list[str]]] = []
-    opened: float | None = None
-    seen: set[str] = set()
-    for t, delta, who in points:
-        active[who] += delta
-        if active[who] == 0:
-            del active[who]
-        if len(active) >= 2:
-            seen.update(active)
-            if opened is None:
-                opened = t
-        elif opened is not None:
-            if t > opened:
-                out.append((opened, t, sorted(seen)))
-            opened = None
-            seen = set()
-    return out
 
 
 def _int(v: object) -> int:

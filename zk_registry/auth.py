@@ -44,7 +44,7 @@ class ZkAuth:
 
     def acl(self) -> list[Any]:
         """kazoo ``default_acl``: all permissions for this digest identity only."""
-        from kazoo.security import make_digest_acl  # type: ignore[import-untyped]
+        from kazoo.security import make_digest_acl
 
         return [make_digest_acl(self.user, self.password, all=True)]
 

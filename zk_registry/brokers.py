@@ -29,7 +29,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from kazoo.exceptions import NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from emulator.placement import assign_replicas_to_brokers
 from zk_registry.client import EphemeralConflict, ZkClient, ZkOpCounter, ZkUtils

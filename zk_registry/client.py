@@ -68,10 +68,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar, overload
 
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
-from kazoo.exceptions import (  # type: ignore[import-untyped]
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
@@ -81,10 +81,10 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
-from kazoo.protocol.serialization import Connect  # type: ignore[import-untyped]
-from kazoo.protocol.states import EventType, KazooState  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Connect
+from kazoo.protocol.states import EventType, KazooState
+from kazoo.retry import KazooRetry
 
 from zk_registry.auth import ZkAuth, parse_zk_auth
 from zk_registry.server import ZooKeeperError, parse_connect_string
@@ -100,6 +100,7 @@ __all__ = [
     "ZkOpCounter",
     "ZkUtils",
     "ZkWatch",
+    "ZnodeStat",
     "asyncio_dispatch",
     "delete_chroot",
     "parse_zk_auth",
@@ -114,6 +115,34 @@ Dispatch = Callable[[Callable[[], None]], None]
 
 #: Errors after which ZkClient's ``retryUntilConnected`` waits for the connection and retries.
 RETRIABLE_ERRORS: Final[tuple[type[BaseException], ...]] = (ConnectionLoss, SessionExpiredError)
+
+
+class ZnodeStat(Protocol):
+    """The fields of a znode's ``Stat`` the registry reads (kazoo's ``ZnodeStat``).
+
+    kazoo ships no type information; this names what the registry relies on.
+    """
+
+    @property
+    def czxid(self) -> int:
+        """The zxid of the create: the node's place in ZooKeeper's total order."""
+
+    @property
+    def mzxid(self) -> int:
+        """The zxid of the last data change."""
+
+    @property
+    def pzxid(self) -> int:
+        """The zxid of the last change to the children."""
+
+    @property
+    def version(self) -> int:
+        """The data version (for conditional ``setData``)."""
+
+    @property
+    def ephemeralOwner(self) -> int:  # ZooKeeper's own name
+        """The owning session id of an ephemeral node, else 0."""
+
 
 STATE_CONNECTED: Final = "CONNECTED"
 STATE_SUSPENDED: Final = "SUSPENDED"
@@ -545,11 +574,32 @@ class ZkClient:
         path: str,
         watch: Callable[[Any], None] | None = None,
         tally: ZkOpCounter | None = None,
-    ) -> tuple[bytes, Any]:
+    ) -> tuple[bytes, ZnodeStat]:
         """``getData``: ``(data, ZnodeStat)``. Raises kazoo errors (NoNodeError ...)."""
         self._count(reads=1, tally=tally)
-        result: tuple[bytes, Any] = await self._await(lambda: self.kazoo.get_async(path, watch))
+        result: tuple[bytes, ZnodeStat] = await self._await(
+            lambda: self.kazoo.get_async(path, watch)
+        )
         return result
+
+    @overload
+    async def get_children_async(
+        self,
+        path: str,
+        watch: Callable[[Any], None] | None = None,
+        include_data: Literal[False] = False,
+        tally: ZkOpCounter | None = None,
+    ) -> list[str]: ...
+
+    @overload
+    async def get_children_async(
+        self,
+        path: str,
+        watch: Callable[[Any], None] | None = None,
+        *,
+        include_data: Literal[True],
+        tally: ZkOpCounter | None = None,
+    ) -> tuple[list[str], ZnodeStat]: ...
 
     async def get_children_async(
         self,
@@ -557,22 +607,24 @@ class ZkClient:
         watch: Callable[[Any], None] | None = None,
         include_data: bool = False,
         tally: ZkOpCounter | None = None,
-    ) -> Any:
+    ) -> list[str] | tuple[list[str], ZnodeStat]:
         """``getChildren``: the names, or ``(names, ZnodeStat)`` with ``include_data``."""
         self._count(reads=1, tally=tally)
-        return await self._await(
+        listed: list[str] | tuple[list[str], ZnodeStat] = await self._await(
             lambda: self.kazoo.get_children_async(path, watch, include_data=include_data)
         )
+        return listed
 
     async def exists_async(
         self,
         path: str,
         watch: Callable[[Any], None] | None = None,
         tally: ZkOpCounter | None = None,
-    ) -> Any:
+    ) -> ZnodeStat | None:
         """``exists``: the ``ZnodeStat`` or ``None``."""
         self._count(reads=1, tally=tally)
-        return await self._await(lambda: self.kazoo.exists_async(path, watch))
+        stat: ZnodeStat | None = await self._await(lambda: self.kazoo.exists_async(path, watch))
+        return stat
 
     async def create_async(
         self,
@@ -598,12 +650,12 @@ class ZkClient:
         ephemeral: bool = False,
         sequence: bool = False,
         tally: ZkOpCounter | None = None,
-    ) -> tuple[str, Any]:
+    ) -> tuple[str, ZnodeStat]:
         """``create2`` (no parents): ``(created path, ZnodeStat)``; the stat's ``czxid``
         is the create's place in ZooKeeper's total order. Raises as :meth:`create_async`.
         """
         self._count(writes=1, tally=tally)
-        created: tuple[str, Any] = await self._await(
+        created: tuple[str, ZnodeStat] = await self._await(
             lambda: self.kazoo.create_async(
                 path, value, ephemeral=ephemeral, sequence=sequence, include_data=True
             )
@@ -612,10 +664,11 @@ class ZkClient:
 
     async def set_async(
         self, path: str, value: bytes, version: int = -1, tally: ZkOpCounter | None = None
-    ) -> Any:
+    ) -> ZnodeStat:
         """``setData``: the new ``ZnodeStat``. Raises NoNodeError, BadVersionError ..."""
         self._count(writes=1, tally=tally)
-        return await self._await(lambda: self.kazoo.set_async(path, value, version))
+        stat: ZnodeStat = await self._await(lambda: self.kazoo.set_async(path, value, version))
+        return stat
 
     async def delete_async(
         self, path: str, version: int = -1, tally: ZkOpCounter | None = None
@@ -850,7 +903,7 @@ class ZkClient:
 # --------------------------------------------------------------------------- ZkUtils
 
 
-class EphemeralConflict(NodeExistsError):  # type: ignore[misc]
+class EphemeralConflict(NodeExistsError):  # type: ignore[misc]  # kazoo is untyped: a base of Any
     """``createEphemeralPathExpectConflict`` rethrew NodeExists.
 
     Attributes:
@@ -891,9 +944,9 @@ class ZkUtils:
     async def _retry(self, op: Callable[[], Awaitable[T]]) -> T:
         return await self.client.retry_until_connected(op, self.retry_deadline_s)
 
-    async def read(self, path: str, tally: ZkOpCounter | None = None) -> tuple[bytes, Any]:
+    async def read(self, path: str, tally: ZkOpCounter | None = None) -> tuple[bytes, ZnodeStat]:
         """``readData``: ``(data, stat)``; NoNodeError propagates."""
-        result: tuple[bytes, Any] = await self._retry(
+        result: tuple[bytes, ZnodeStat] = await self._retry(
             lambda: self.client.get_async(path, tally=tally)
         )
         return result
@@ -992,7 +1045,7 @@ class ZkUtils:
                 stored, stat = await self.read(path, tally)
             except NoNodeError:
                 stored, stat = None, None
-            if stored is None or stored != data:
+            if stored is None or stat is None or stored != data:  # no stat: no stored data
                 raise EphemeralConflict(path, stored) from None
             log.info("%s exists with value %r during connection loss; this is ok", path, data)
             return int(stat.czxid)

@@ -76,7 +76,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kazoo.exceptions import (  # type: ignore[import-untyped]
+from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,

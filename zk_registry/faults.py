@@ -23,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import time
 
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
-from kazoo.exceptions import KazooException  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.retry import KazooRetry
 
 from zk_registry.server import (
     ZooKeeperError,

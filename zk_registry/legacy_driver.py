@@ -70,7 +70,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from kazoo.exceptions import NodeExistsError  # type: ignore[import-untyped]
+from kazoo.exceptions import NodeExistsError
 
 from emulator.legacy.messages import (
     ClaimOwnership,

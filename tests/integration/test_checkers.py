@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.checkers import (
+from analysis.anomalies import (
     ALLOWED,
     ANOMALY_KINDS,
-    ANOMALY_SCHEMA,
     COMMIT_BY_NON_OWNER,
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
@@ -21,8 +20,8 @@ from analysis.checkers import (
     STRANDED_PARTITION,
     UNBALANCED_ASSIGNMENT,
     allowed_kinds,
-    run_checkers,
 )
+from analysis.checkers import ANOMALY_SCHEMA, run_checkers
 from analysis.history import PROTOCOLS, H
 from emulator.events import validate_event
 from emulator.summary import summarize

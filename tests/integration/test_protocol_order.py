@@ -16,13 +16,10 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis.checkers import (
-    DOUBLE_OWNERSHIP,
-    ownership_intervals_all,
-    protocol_order_inversions,
-    run_checkers,
-)
+from analysis.anomalies import DOUBLE_OWNERSHIP
+from analysis.checkers import run_checkers
 from analysis.history import H
+from analysis.ownership import ownership_intervals_all, protocol_order_inversions
 
 pytestmark = [pytest.mark.spark]
 

@@ -18,8 +18,8 @@ import pytest
 
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import validate_event
+from emulator.intervals import overlap_windows as double_processing_windows
 from emulator.scenario import Scenario, bundled_scenarios, load_scenario
-from emulator.summary import double_processing_windows
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow]
 

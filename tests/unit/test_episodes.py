@@ -19,8 +19,8 @@ from analysis.episodes import (
     Span,
     disturbed_spans,
     episodes,
-    merge_spans,
 )
+from emulator.intervals import merge_spans
 
 
 def seg(s: float, e: float, live: int = 2, idle: int = 0, reb: int = 0, busy: int = 0) -> Segment:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from emulator.summary import intersect_len, merge_ranges, summarize
+from emulator.intervals import intersection_length as intersect_len
+from emulator.intervals import merge_spans as merge_ranges
+from emulator.summary import summarize
 
 
 def _ev(kind: str, p: int, s: int, e: int) -> dict[str, object]:
@@ -48,7 +50,7 @@ def _busy(member: str, p: int, end_ms: float, took_ms: float) -> dict[str, objec
 
 
 def test_double_processing_windows() -> None:
-    from emulator.summary import double_processing_windows
+    from emulator.intervals import overlap_windows as double_processing_windows
 
     assert double_processing_windows([(0, 10, "a"), (5, 20, "b"), (15, 30, "a")]) == [
         (5.0, 10.0, ["a", "b"]),

@@ -1,0 +1,175 @@
+"""Spark building blocks the checkers and the metrics share: keys, columns, sweeps.
+
+Offsets are half-open ranges swept with window functions (:func:`sweep_coverage`,
+:func:`islands`), time intervals are swept the same way (:func:`busy_windows`,
+the Spark form of :func:`emulator.intervals.overlap_windows`), and
+:func:`union_frames` keeps the small control-plane frames in one partition.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.anomalies import SERIES_SEP
+
+TP: Final = ["protocol", "topic", "partition"]
+"""The keys of one partition's offsets (the data plane)."""
+GTP: Final = ["protocol", "group", "topic", "partition"]
+"""The keys of one partition's ownership within a group (the control plane)."""
+
+
+def base_protocol_col() -> Column:
+    """The run protocol of the ``protocol`` column (:func:`analysis.anomalies.base_protocol`)."""
+    return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
+
+
+def who_col() -> Column:
+    """The processing identity :mod:`emulator.summary` uses: member id, else name."""
+    return F.coalesce(
+        F.when(F.col("member_id") != "", F.col("member_id")),
+        F.when(F.col("member") != "", F.col("member")),
+        F.lit("?"),
+    )
+
+
+def member_col() -> Column:
+    """A member's scenario name (its id when the name is absent)."""
+    return F.coalesce(F.col("member"), F.col("member_id"))
+
+
+def explode_partitions(df: DataFrame) -> DataFrame:
+    """Rows with a ``partitions`` list 'topic:p,topic:p' -> one row per partition."""
+    tp = F.explode(F.split(F.coalesce(F.col("partitions"), F.lit("")), ","))
+    out = df.withColumn("_tp", tp).where(F.col("_tp") != "")
+    return out.withColumn("topic", F.regexp_extract("_tp", r"^(.*):(\d+)$", 1)).withColumn(
+        "partition", F.regexp_extract("_tp", r"^(.*):(\d+)$", 2).cast("long")
+    )
+
+
+def run_bounds(events: DataFrame) -> DataFrame:
+    """``(protocol, t_first, t_last)``: the emulated time each protocol's events span."""
+    return events.groupBy("protocol").agg(
+        F.min("t_emu_ms").alias("t_first"), F.max("t_emu_ms").alias("t_last")
+    )
+
+
+def _single_partition(df: DataFrame) -> bool:
+    """Whether ``df``'s physical plan yields one partition (planning only, no job)."""
+    try:
+        qe = df._jdf.queryExecution()
+        return int(qe.executedPlan().outputPartitioning().numPartitions()) == 1
+    except Exception:  # a plan Spark cannot describe: assume the general case
+        return False
+
+
+def union_frames(a: DataFrame, b: DataFrame) -> DataFrame:
+    """``a.unionByName(b)``, kept in one partition when both sides are in one.
+
+    A union of single-partition frames has two partitions, so every window or
+    aggregation after it would shuffle; coalescing back to one (no shuffle)
+    keeps the small control-plane frames of :class:`SharedFrames` shuffle-free.
+    """
+    u = a.unionByName(b)
+    if _single_partition(a) and _single_partition(b):
+        return u.coalesce(1)
+    return u
+
+
+def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
+    """Maximal windows in which two or more distinct ``who`` hold an interval.
+
+    Args:
+        iv: ``keys + [who, s, e]``, one row per interval (``e > s``).
+        keys: the columns that separate independent timelines.
+
+    Returns:
+        ``keys + [w_start, w_end]``, windows of positive length; the same
+        windows :func:`emulator.intervals.overlap_windows` finds
+        (ends before starts at the same instant).
+    """
+    pts = iv.select(*keys, "who", F.col("s").alias("t"), F.lit(1).alias("d")).transform(
+        union_frames, iv.select(*keys, "who", F.col("e").alias("t"), F.lit(-1).alias("d"))
+    )
+    g = pts.groupBy(*keys, "who", "t", "d").agg(F.count(F.lit(1)).alias("n"))
+    w_who = (
+        Window.partitionBy(*keys, "who")
+        .orderBy("t", "d")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    g = g.withColumn("_act", F.sum(F.col("d") * F.col("n")).over(w_who))
+    g = g.withColumn("_before", F.col("_act") - F.col("d") * F.col("n"))
+    g = g.withColumn(
+        "dd",
+        F.when((F.col("_before") == 0) & (F.col("_act") > 0), 1)
+        .when((F.col("_before") > 0) & (F.col("_act") == 0), -1)
+        .otherwise(0),
+    )
+    h = g.where(F.col("dd") != 0).groupBy(*keys, "t", "d").agg(F.sum("dd").alias("dd"))
+    w = Window.partitionBy(*keys).orderBy("t", "d")
+    h = h.withColumn(
+        "_n", F.sum("dd").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    )
+    h = h.withColumn("_on", F.col("_n") >= 2)
+    h = h.withColumn("_prev_on", F.coalesce(F.lag("_on").over(w), F.lit(False)))
+    # Only the transitions (on -> off, off -> on) matter and they alternate, so a
+    # window opened at a start closes at the next transition. (A "first later
+    # row that is off" over an unbounded-following frame is quadratic in Spark.)
+    tr = h.where(F.col("_on") != F.col("_prev_on"))
+    tr = tr.withColumn("_next_off", F.lead("t").over(w))
+    starts = tr.where(F.col("_on"))
+    return starts.select(
+        *keys, F.col("t").alias("w_start"), F.col("_next_off").alias("w_end")
+    ).where(F.col("w_end") > F.col("w_start"))
+
+
+def sweep_coverage(points: DataFrame, keys: list[str], cols: list[str]) -> DataFrame:
+    """Sweep offset boundaries: ``keys + [s, e] + cols`` coverage per elementary segment.
+
+    ``points`` has ``keys + [pos] + cols`` deltas; the result has each
+    column's running sum over ``[s, e)``.
+    """
+    agg = points.groupBy(*keys, "pos").agg(*[F.sum(c).alias(c) for c in cols])
+    w = Window.partitionBy(*keys).orderBy("pos")
+    run = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    out = agg.select(
+        *keys,
+        F.col("pos").alias("s"),
+        F.lead("pos").over(w).alias("e"),
+        *[F.sum(c).over(run).alias(c) for c in cols],
+    )
+    return out.where(F.col("e").isNotNull())
+
+
+def islands(seg: DataFrame, keys: list[str], flag: Column) -> DataFrame:
+    """Merge contiguous segments ``keys + [s, e]`` where ``flag`` holds into ranges."""
+    w = Window.partitionBy(*keys).orderBy("s")
+    df = seg.withColumn("_f", flag)
+    df = df.withColumn(
+        "_grp",
+        F.sum(F.when(F.col("_f"), 0).otherwise(1)).over(
+            w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    return (
+        df.where(F.col("_f"))
+        .groupBy(*keys, "_grp")
+        .agg(F.min("s").alias("s"), F.max("e").alias("e"))
+        .drop("_grp")
+    )
+
+
+def protocol_groups(events: DataFrame) -> DataFrame:
+    """``(protocol, group)``: the group of each protocol's consumers (first seen)."""
+    return (
+        events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
+        .groupBy("protocol")
+        .agg(F.min("group").alias("group"))
+    )
+
+
+def optional_col(df: DataFrame, name: str, dtype: str) -> Column:
+    """Column ``name`` of ``df``, or a typed null when ``df`` lacks it (an older table)."""
+    return F.col(name) if name in df.columns else F.lit(None).cast(dtype)

@@ -1,0 +1,287 @@
+"""Group and member timelines in Spark: when members were live, idle or rebalancing.
+
+The group timeline (members live, idle, mid-rebalance; the coordinator's
+state), the partitions a group is expected to own and the spans they had no
+owner, the group's settle points and each member's latest completed
+assignment: what the stranded-partition and assignment checkers and the
+metrics read.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.frames import GTP, TP, islands, run_bounds, union_frames
+from emulator.events import EventKind as K
+
+# The coordinator's group states in which it is not rebalancing.
+SETTLED_STATES: Final = ("Stable", "Empty", "Dead")
+
+
+def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
+    """Per member change points: ``protocol, group, member, t, alive, reb, owned``.
+
+    ``alive``: started and not stopped or crashed; ``reb``: mid-rebalance on its
+    side (started and not yet through its first rebalance, or triggered / started
+    and not yet completed or failed); ``owned``:
+    partitions it holds. Each row's values hold from ``t`` until the member's next row.
+    """
+    life = (
+        events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
+        .select(
+            "protocol",
+            "group",
+            F.col("member"),
+            F.col("t_emu_ms").alias("t"),
+            F.when(F.col("kind") == K.CONSUMER_STARTED.value, 1)
+            .when(F.col("kind").isin(K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value), 0)
+            .alias("alive_v"),
+            F.when(
+                F.col("kind").isin(
+                    K.CONSUMER_STARTED.value, K.REBALANCE_TRIGGERED.value, K.REBALANCE_STARTED.value
+                ),
+                1,
+            )
+            .when(
+                F.col("kind").isin(
+                    K.REBALANCE_COMPLETED.value,
+                    K.REBALANCE_FAILED.value,
+                    K.CONSUMER_STOPPED.value,
+                    K.CONSUMER_CRASHED.value,
+                ),
+                0,
+            )
+            .alias("reb_v"),
+            F.lit(0).alias("d_own"),
+            F.when(F.col("kind") == K.CONSUMER_STARTED.value, 0).otherwise(2).alias("ord"),
+        )
+        .where(F.col("alive_v").isNotNull() | F.col("reb_v").isNotNull())
+    )
+    own = intervals.select(
+        "protocol", "group", "member", F.col("s").alias("t"), F.lit(1).alias("d_own")
+    ).transform(
+        union_frames,
+        intervals.select(
+            "protocol", "group", "member", F.col("e").alias("t"), F.lit(-1).alias("d_own")
+        ),
+    )
+    own = own.select(
+        "protocol",
+        "group",
+        "member",
+        "t",
+        F.lit(None).cast("int").alias("alive_v"),
+        F.lit(None).cast("int").alias("reb_v"),
+        "d_own",
+        F.when(F.col("d_own") < 0, 1).otherwise(3).alias("ord"),
+    )
+    pts = life.transform(union_frames, own)
+    w = (
+        Window.partitionBy("protocol", "group", "member")
+        .orderBy("t", "ord")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return pts.select(
+        "protocol",
+        "group",
+        "member",
+        "t",
+        "ord",
+        F.coalesce(F.last("alive_v", ignorenulls=True).over(w), F.lit(0)).alias("alive"),
+        F.coalesce(F.last("reb_v", ignorenulls=True).over(w), F.lit(0)).alias("reb"),
+        F.sum("d_own").over(w).alias("owned"),
+    )
+
+
+def group_timeline(
+    events: DataFrame, intervals: DataFrame, bounds: DataFrame | None = None
+) -> DataFrame:
+    """Per group change points: ``protocol, group, t, t_next, live, idle, reb, coord_busy``.
+
+    ``live``: live members; ``idle``: live members owning nothing; ``reb``:
+    members mid-rebalance; ``coord_busy``: 1 while the coordinator's group
+    state is not Stable/Empty/Dead. Values hold over ``[t, t_next)``.
+    """
+    mt = member_timeline(events, intervals)
+    wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
+    idle = ((F.col("alive") == 1) & (F.col("owned") <= 0)).cast("int")
+    live = F.col("alive").cast("int")
+    mt = mt.select(
+        "protocol",
+        "group",
+        "t",
+        (live - F.coalesce(F.lag(live).over(wm), F.lit(0))).alias("d_live"),
+        (idle - F.coalesce(F.lag(idle).over(wm), F.lit(0))).alias("d_idle"),
+        (F.col("reb") - F.coalesce(F.lag("reb").over(wm), F.lit(0))).alias("d_reb"),
+        F.lit(0).alias("d_busy"),
+    )
+    st = events.where(
+        (F.col("kind") == K.GROUP_STATE_CHANGED.value) & F.col("group").isNotNull()
+    ).select(
+        "protocol",
+        "group",
+        F.col("t_emu_ms").alias("t"),
+        F.when(F.col("state").isin(*SETTLED_STATES), 0).otherwise(1).alias("busy"),
+    )
+    wc = Window.partitionBy("protocol", "group").orderBy("t")
+    st = st.select(
+        "protocol",
+        "group",
+        "t",
+        F.lit(0).alias("d_live"),
+        F.lit(0).alias("d_idle"),
+        F.lit(0).alias("d_reb"),
+        (F.col("busy") - F.coalesce(F.lag("busy").over(wc), F.lit(0))).alias("d_busy"),
+    )
+    pts = (
+        mt.transform(union_frames, st)
+        .groupBy("protocol", "group", "t")
+        .agg(*[F.sum(c).alias(c) for c in ("d_live", "d_idle", "d_reb", "d_busy")])
+    )
+    w = Window.partitionBy("protocol", "group").orderBy("t")
+    run = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    bounds = bounds if bounds is not None else run_bounds(events)
+    out = pts.select(
+        "protocol",
+        "group",
+        "t",
+        F.lead("t").over(w).alias("t_next"),
+        F.sum("d_live").over(run).alias("live"),
+        F.sum("d_idle").over(run).alias("idle"),
+        F.sum("d_reb").over(run).alias("reb"),
+        F.sum("d_busy").over(run).alias("coord_busy"),
+    )
+    return out.join(F.broadcast(bounds), "protocol").select(
+        "protocol",
+        "group",
+        "t",
+        F.coalesce(F.col("t_next"), F.greatest(F.col("t_last"), F.col("t"))).alias("t_next"),
+        "live",
+        "idle",
+        "reb",
+        "coord_busy",
+    )
+
+
+def partition_universe(
+    events: DataFrame, intervals: DataFrame, produced: DataFrame | None = None
+) -> DataFrame:
+    """``GTP``: the partitions a group is expected to own.
+
+    Those it ever claimed, and every produced partition of a topic it claimed from.
+    """
+    claimed = intervals.select(*GTP).distinct()
+    topics = claimed.select("protocol", "group", "topic").distinct()
+    if produced is None:
+        produced = events.where(F.col("kind") == K.PRODUCED.value).select(*TP).distinct()
+    more = produced.join(topics, ["protocol", "topic"]).select(*GTP)
+    return claimed.transform(union_frames, more).distinct()
+
+
+def unowned_spans(
+    events: DataFrame,
+    intervals: DataFrame,
+    parts: DataFrame | None = None,
+    bounds: DataFrame | None = None,
+) -> DataFrame:
+    """``GTP + [s, e]``: spans in which a partition had no owner (within the run)."""
+    parts = parts if parts is not None else partition_universe(events, intervals)
+    bounds = bounds if bounds is not None else run_bounds(events)
+    pts = intervals.select(*GTP, F.col("s").alias("t"), F.lit(1).alias("d")).transform(
+        union_frames, intervals.select(*GTP, F.col("e").alias("t"), F.lit(-1).alias("d"))
+    )
+    first = parts.join(F.broadcast(bounds), "protocol").select(
+        *GTP, F.col("t_first").alias("t"), F.lit(0).alias("d")
+    )
+    pts = pts.transform(union_frames, first).groupBy(*GTP, "t").agg(F.sum("d").alias("d"))
+    w = Window.partitionBy(*GTP).orderBy("t")
+    seg = pts.select(
+        *GTP,
+        F.col("t").alias("s"),
+        F.lead("t").over(w).alias("e"),
+        F.sum("d").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("n"),
+    )
+    seg = seg.join(F.broadcast(bounds), "protocol").select(
+        *GTP, "s", F.coalesce(F.col("e"), F.col("t_last")).alias("e"), "n"
+    )
+    return islands(seg.where(F.col("e") >= F.col("s")), GTP, F.col("n") <= 0).where(
+        F.col("e") > F.col("s")
+    )
+
+
+def settle_points(
+    events: DataFrame, intervals: DataFrame, timeline: DataFrame | None = None
+) -> DataFrame:
+    """``(protocol, group, t)``: instants the group becomes settled after a rebalance."""
+    gt = timeline if timeline is not None else group_timeline(events, intervals)
+    settled = (F.col("reb") <= 0) & (F.col("coord_busy") <= 0)
+    w = Window.partitionBy("protocol", "group").orderBy("t")
+    gt = gt.withColumn("_set", settled).withColumn(
+        "_was", F.coalesce(F.lag(settled).over(w), F.lit(True))
+    )
+    return gt.where(F.col("_set") & ~F.col("_was")).select("protocol", "group", "t")
+
+
+def assignment_spans(events: DataFrame, bounds: DataFrame | None = None) -> DataFrame:
+    """Each member's latest completed assignment: ``protocol, group, member, s, e, partitions``.
+
+    From ``rebalance_completed`` (its ``partitions``) and ``rebalance_failed``
+    (nothing) until the member's next one, its stop, its crash, or the
+    coordinator's ``member_removed`` of its member id (``partitions`` null: not
+    in the group). The last one is what the coordinator's assignment is about:
+    a member expelled while paused still believes in its old assignment (the
+    zombie, reported as double ownership), but the group's next assignment is
+    computed without it.
+    """
+    ids = (
+        events.where(F.col("member").isNotNull() & F.col("member_id").isNotNull())
+        .select("protocol", "group", "member_id", "member")
+        .distinct()
+    )
+    removed = (
+        events.where(
+            (F.col("kind") == K.MEMBER_REMOVED.value)
+            & F.col("member").isNull()
+            & F.col("member_id").isNotNull()
+        )
+        .select("protocol", "group", "member_id", F.col("t_emu_ms").alias("s"))
+        .join(ids, ["protocol", "group", "member_id"])
+        .select("protocol", "group", "member", "s", F.lit(None).cast("string").alias("partitions"))
+    )
+    ev = (
+        events.where(
+            F.col("member").isNotNull()
+            & F.col("kind").isin(
+                K.REBALANCE_COMPLETED.value,
+                K.REBALANCE_FAILED.value,
+                K.CONSUMER_STOPPED.value,
+                K.CONSUMER_CRASHED.value,
+            )
+        )
+        .select(
+            "protocol",
+            "group",
+            "member",
+            F.col("t_emu_ms").alias("s"),
+            F.when(
+                F.col("kind") == K.REBALANCE_COMPLETED.value, F.coalesce("partitions", F.lit(""))
+            )
+            .when(F.col("kind") == K.REBALANCE_FAILED.value, F.lit(""))
+            .alias("partitions"),
+        )
+        .transform(union_frames, removed)
+    )
+    w = Window.partitionBy("protocol", "group", "member").orderBy("s")
+    bounds = bounds if bounds is not None else run_bounds(events)
+    ev = ev.withColumn("e", F.lead("s").over(w)).join(F.broadcast(bounds), "protocol")
+    return ev.select(
+        "protocol",
+        "group",
+        "member",
+        "s",
+        F.coalesce(F.col("e"), F.col("t_last") + 1.0).alias("e"),
+        "partitions",
+    ).where(F.col("partitions").isNotNull())
