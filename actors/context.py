@@ -6,9 +6,11 @@ import resource
 import socket
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
+from emulator.settings import RunSettings
 from zk_registry.auth import ZkAuth
 
 
@@ -68,6 +70,11 @@ class RunContext:
     driver_node: str = ""
     # --zk-auth: every znode of the run is created with a digest ACL for it
     zk_auth: ZkAuth | None = None
+
+    @cached_property
+    def settings(self) -> RunSettings:
+        """The run's Kafka settings, typed and resolved once from :attr:`kafka`."""
+        return RunSettings.resolve(self.protocol, self.kafka)
 
     def clock(self) -> ScaledClock:
         """This run's emulated clock."""
