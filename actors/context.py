@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from actors.spool import log_target
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
 from emulator.settings import RunSettings
@@ -82,8 +83,6 @@ class RunContext:
 
     def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
         """An event writer for one actor, in this run's events directory."""
-        from actors.spool import log_target
-
         c = clock or self.clock()
         path, on_close = log_target(self, actor)
         return EventWriter(
