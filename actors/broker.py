@@ -71,12 +71,6 @@ PRODUCE_ACK_TIMEOUT_MS = 10000.0
 REPLICA_CALL_TIMEOUT_S = 5.0
 
 
-def _kafka_bool(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() == "true"
-    return bool(value)
-
-
 class BrokerCore(Locatable):
     """One broker as a Ray actor (:data:`BrokerActor`); usable without Ray in tests.
 
@@ -122,7 +116,7 @@ class BrokerCore(Locatable):
                 )
         self.manager = ReplicaManager(
             broker_id,
-            BrokerConfig.from_kafka(ctx.kafka),
+            BrokerConfig.from_settings(ctx.settings.broker),
             partitions,
             ctx.leaders,
             self.events.emit,
@@ -207,9 +201,7 @@ class BrokerCore(Locatable):
         from zk_registry.brokers import register_broker
         from zk_registry.client import ZkClient
 
-        session_s = self.ctx.scaled_s(
-            float(str(self.ctx.kafka.get("zookeeper.session.timeout.ms", 6000)))
-        )
+        session_s = self.ctx.scaled_s(self.ctx.settings.broker.zookeeper_session_timeout_ms)
         zk = self._zk = ZkClient(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
         await zk.start_async()
         await register_broker(
@@ -297,33 +289,25 @@ class BrokerCore(Locatable):
         await self.controller.start()
 
     def controller_config(self) -> ControllerConfig:
-        """The controller's settings from the run's Kafka configs, scaled by ``time_scale``.
+        """The controller's settings from the run's Kafka settings, scaled by ``time_scale``.
 
-        ``unclean.leader.election.enable`` defaults to true for the
-        ``zookeeper`` protocol (0.8.2) and false for the modern ones (Kafka >=
-        0.11, KIP-106); ``auto.leader.rebalance.enable`` true,
-        ``leader.imbalance.per.broker.percentage`` 10,
-        ``leader.imbalance.check.interval.seconds`` 300 (and Kafka's fixed 5 s
-        before the first check). Any of them set in ``ctx.kafka`` wins.
+        Kafka's defaults come from the key registry (:mod:`emulator.kafka_keys`):
+        ``unclean.leader.election.enable`` true for the ``zookeeper`` protocol
+        (0.8.2) and false for the modern ones (Kafka >= 0.11, KIP-106). The
+        controller waits Kafka's fixed 5 s before its first leader-balance check.
         """
         from zk_registry.controller import ControllerConfig
 
-        k = self.ctx.kafka
+        b = self.ctx.settings.broker
         return ControllerConfig(
-            auto_leader_rebalance_enable=_kafka_bool(k.get("auto.leader.rebalance.enable", True)),
-            leader_imbalance_per_broker_percentage=int(
-                str(k.get("leader.imbalance.per.broker.percentage", 10))
-            ),
+            auto_leader_rebalance_enable=b.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage=b.leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_s=self.ctx.scaled_s(
-                1000.0 * float(str(k.get("leader.imbalance.check.interval.seconds", 300)))
+                1000.0 * b.leader_imbalance_check_interval_seconds
             ),
             first_check_delay_s=self.ctx.scaled_s(5000.0),
-            unclean_leader_election_enable=_kafka_bool(
-                k.get("unclean.leader.election.enable", self.ctx.protocol == "zookeeper")
-            ),
-            zk_session_timeout_s=self.ctx.scaled_s(
-                float(str(k.get("zookeeper.session.timeout.ms", 6000)))
-            ),
+            unclean_leader_election_enable=b.unclean_leader_election_enable,
+            zk_session_timeout_s=self.ctx.scaled_s(b.zookeeper_session_timeout_ms),
             replica_lag_time_max_ms=int(self.manager.config.lag_time_max_ms),
             replica_lag_max_messages=self.manager.config.lag_max_messages,
         )

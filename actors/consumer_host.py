@@ -29,7 +29,6 @@ from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
 from emulator.host.faults import HostFaults
 from emulator.host.fetch_client import FetchAnswer, FetchCall
 from emulator.host.modern_shell import ModernShell
-from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
 
@@ -60,13 +59,14 @@ class ConsumerHostCore(Locatable):
         self.leader_cache = LeaderCache(ctx, self.brokers)
         self.clock = ctx.clock()
         self.events = ctx.writer(f"host-{index}", self.clock)
-        self.config = LegacyConsumerConfig.from_kafka(ctx.kafka)
+        self.config = ctx.settings.legacy
         io = _HostIO(self)
         self.core = HostCore(
-            HostConfig.from_kafka(
+            HostConfig.from_settings(
                 ctx.protocol,
                 ctx.group,
                 ctx.kafka,
+                ctx.settings,
                 processing_ms_per_message=ctx.processing_ms_per_message,
                 assignor=ctx.assignor,
                 static_membership=ctx.static_membership,

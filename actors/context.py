@@ -6,9 +6,12 @@ import resource
 import socket
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from actors.spool import log_target
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
+from emulator.settings import RunSettings
 from zk_registry.auth import ZkAuth
 
 
@@ -69,14 +72,17 @@ class RunContext:
     # --zk-auth: every znode of the run is created with a digest ACL for it
     zk_auth: ZkAuth | None = None
 
+    @cached_property
+    def settings(self) -> RunSettings:
+        """The run's Kafka settings, typed and resolved once from :attr:`kafka`."""
+        return RunSettings.resolve(self.protocol, self.kafka)
+
     def clock(self) -> ScaledClock:
         """This run's emulated clock."""
         return ScaledClock(self.time_scale, self.origin_wall)
 
     def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
         """An event writer for one actor, in this run's events directory."""
-        from actors.spool import log_target
-
         c = clock or self.clock()
         path, on_close = log_target(self, actor)
         return EventWriter(

@@ -135,6 +135,9 @@ class ProtocolRun:
         # What the run cost: each actor's CPU and peak memory at its end, and
         # (modern) the coordinators' request counts after each timeline action.
         self.resources: dict[str, Any] = {"actors": {}, "coordinator": []}
+        self.ctx: RunContext | None = None  # set once the run's actors are being built
+        self.result: ProtocolResult | None = None  # set when run() ends, however it ends
+        self._broker_starts: list[Any] = []  # restarted brokers' start calls, in flight
 
     # ------------------------------------------------------------- set-up
 
@@ -270,29 +273,11 @@ class ProtocolRun:
                     # moves its leaders (and the group coordinators) on failures.
                     # Placement: emulator.modern.placement.offsets_topic_assignment
                     # (the same draw, the replication factor capped at the brokers).
-                    from emulator.modern.placement import (
-                        DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
-                        DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
-                        OFFSETS_TOPIC,
-                    )
+                    from emulator.modern.placement import OFFSETS_TOPIC
 
-                    kafka = sc.kafka
-                    n = int(
-                        str(
-                            kafka.get(
-                                "offsets.topic.num.partitions",
-                                DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
-                            )
-                        )
-                    )
-                    rf = int(
-                        str(
-                            kafka.get(
-                                "offsets.topic.replication.factor",
-                                DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
-                            )
-                        )
-                    )
+                    broker = sc.broker_settings(self.protocol)
+                    n = broker.offsets_topic_num_partitions
+                    rf = broker.offsets_topic_replication_factor
                     assignment = await create_topic(
                         zk,
                         OFFSETS_TOPIC,
@@ -356,7 +341,7 @@ class ProtocolRun:
 
     def _gather_logs(self) -> None:
         """Bring spooled logs into the run directory; record where every log went."""
-        ctx: RunContext | None = getattr(self, "ctx", None)
+        ctx = self.ctx
         if ctx is None:
             return
         try:
@@ -780,7 +765,8 @@ class ProtocolRun:
         """
         if broker_id in self.brokers:
             return
-        ctx: RunContext = self.ctx
+        ctx = self.ctx
+        assert ctx is not None, "a broker restarts only in a running run"
         origin = ctx.origin_wall
         for other in list(self.brokers.values()):
             with contextlib.suppress(Exception):
@@ -788,7 +774,7 @@ class ProtocolRun:
                 break
         handle = self._new_broker(broker_id, ctx)
         ray.get(handle.set_origin.remote(origin), timeout=60)
-        self._broker_starts = [*getattr(self, "_broker_starts", []), handle.start.remote()]
+        self._broker_starts.append(handle.start.remote())
         self.brokers[broker_id] = handle
 
     def _coordinator_snapshot(self, after: str, emu_ms: float) -> None:
@@ -991,7 +977,7 @@ def run_scenario(
             finally:
                 if zookeeper is not None:
                     _clean_chroot(pr, manifest["zookeeper"], keep_zk_data)
-                r = getattr(pr, "result", None)
+                r = pr.result
                 if r is not None:
                     manifest["protocols"][protocol] = {
                         "status": r.status,

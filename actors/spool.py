@@ -39,7 +39,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -48,8 +48,31 @@ from actors.ray_session import alive_nodes
 from emulator.eventlog import file_checksum
 from emulator.storage import StorageError, default_spool_root, resolve
 
-if TYPE_CHECKING:
-    from actors.context import RunContext
+
+class LogPlace(Protocol):
+    """Where one protocol's event logs go: the fields of a run's context this module reads."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def protocol(self) -> str: ...
+
+    @property
+    def events_dir(self) -> str: ...
+
+    @property
+    def storage_mode(self) -> str: ...
+
+    @property
+    def events_url(self) -> str: ...
+
+    @property
+    def spool_root(self) -> str: ...
+
+    @property
+    def driver_node(self) -> str: ...
+
 
 MODES = ("local", "shared", "shipped")
 SHIP_CHUNK = 8 * 1024 * 1024
@@ -79,7 +102,7 @@ def current_node() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
-def log_target(ctx: RunContext, actor: str) -> tuple[Path, Callable[[Path], None] | None]:
+def log_target(ctx: LogPlace, actor: str) -> tuple[Path, Callable[[Path], None] | None]:
     """The local file an actor appends its log to, and what to do with it at close."""
     name = f"{actor}.msgpack"
     direct = Path(ctx.events_dir) / name
@@ -164,7 +187,7 @@ def _first_line(exc: BaseException) -> str:
 # ------------------------------------------------------------------- driver
 
 
-def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
+def collect(ctx: LogPlace, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
     """Gather one protocol's spooled logs (call after its actors stopped).
 
     Args:
@@ -233,7 +256,7 @@ def collect(ctx: RunContext, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
     return {"logs": dict(sorted(logs.items())), "missing": dict(sorted(missing.items()))}
 
 
-def _checksum(ctx: RunContext, stem: str) -> tuple[int, str]:
+def _checksum(ctx: LogPlace, stem: str) -> tuple[int, str]:
     """Size and CRC32C of one gathered log, where the run directory is."""
     if ctx.storage_mode == "shared" and ctx.events_url:
         return resolve(ctx.events_url).checksum(f"{stem}.msgpack")
@@ -241,7 +264,7 @@ def _checksum(ctx: RunContext, stem: str) -> tuple[int, str]:
 
 
 def _ship_node(
-    ctx: RunContext,
+    ctx: LogPlace,
     node: str,
     directory: str,
     logs: dict[str, dict[str, Any]],
@@ -276,7 +299,7 @@ def _ship_node(
             missing[stem] = {"node": node, "reason": f"shipped {got} of {size} bytes"}
 
 
-def _destination_logs(ctx: RunContext) -> dict[str, int]:
+def _destination_logs(ctx: LogPlace) -> dict[str, int]:
     """Log file stem -> size of what is in the protocol's events directory now."""
     if ctx.storage_mode == "shared" and ctx.events_url:
         loc = resolve(ctx.events_url)

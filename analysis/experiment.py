@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.compare import Progress, start_spark, stderr_progress
 from analysis.episodes import EPISODE_METRICS
+from analysis.experiment_report import RUN_LABEL, RUN_METRICS, write_experiment_report
 from analysis.report import jsonable
 from analysis.stats import mann_whitney, summarize
 
@@ -47,23 +48,6 @@ ANALYSIS_VERSION = 2
 
 MAX_BATCH_EVENTS = 3_000_000
 """Trials are analysed together up to about this many events per Spark pass."""
-
-HEADLINE_METRICS = (
-    "time_to_stable_ms",
-    "partition_unavailable_s",
-    "idle_member_s",
-    "duplicates",
-    "partitions_revoked",
-    "peak_lag",
-)
-"""The metrics plotted per episode kind (every metric is in the tables and metrics.json)."""
-
-RUN_LABEL = "whole run"
-RUN_METRICS: tuple[tuple[str, str], ...] = (
-    ("duplicates", "messages processed again, whole run"),
-    ("loss", "messages never processed, whole run"),
-    ("anomalies_not_allowed", "anomalies the protocol does not allow"),
-)
 
 
 class ExperimentReportError(ValueError):
@@ -354,8 +338,6 @@ def compare_experiment(
     Raises:
         ExperimentReportError: not an experiment directory.
     """
-    from analysis import experiment_report as xr
-
     say = progress or stderr_progress()
     exp = Path(exp_dir)
     rec = read_record(exp)
@@ -386,7 +368,7 @@ def compare_experiment(
     summaries, tests = statistics(cells, list(plan.get("protocols") or []))
     out = Path(out_dir) if out_dir is not None else exp / "report"
     say(f"writing the experiment report to {out}")
-    xr.write_experiment_report(out, rec, trials, summaries, tests, excluded)
+    write_experiment_report(out, rec, trials, summaries, tests, excluded)
     used = len({t["id"] for t, _ in trials}) - len(excluded)
     say(f"report written: {out / 'report.html'}")
     return ExperimentReport(out, len(trials), used, excluded)

@@ -68,6 +68,7 @@ from emulator.controller import (
 )
 from emulator.events import EventKind
 from emulator.modern.placement import OFFSETS_TOPIC
+from emulator.settings import BrokerSettings
 
 #: Bytes of one emulated message (emulator knob), so a fetch of
 #: ``replica.fetch.max.bytes`` = 1048576 copies 1024 messages.
@@ -92,18 +93,12 @@ class BrokerConfig:
     lag_max_messages: int = DEFAULT_REPLICA_LAG_MAX_MESSAGES
 
     @classmethod
-    def from_kafka(cls, kafka: Mapping[str, object]) -> BrokerConfig:
-        """From the run's Kafka configs by name (Kafka's defaults for those not set)."""
+    def from_settings(cls, broker: BrokerSettings) -> BrokerConfig:
+        """From the run's resolved broker settings."""
         return cls(
-            max_fetch_messages=max(
-                1, int(str(kafka.get("replica.fetch.max.bytes", 1048576))) // MESSAGE_BYTES
-            ),
-            lag_time_max_ms=float(
-                str(kafka.get("replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS))
-            ),
-            lag_max_messages=int(
-                str(kafka.get("replica.lag.max.messages", DEFAULT_REPLICA_LAG_MAX_MESSAGES))
-            ),
+            max_fetch_messages=max(1, broker.replica_fetch_max_bytes // MESSAGE_BYTES),
+            lag_time_max_ms=float(broker.replica_lag_time_max_ms),
+            lag_max_messages=broker.replica_lag_max_messages,
         )
 
 

@@ -31,10 +31,10 @@ from emulator.host.fetch_client import FetchAnswer, FetchCall, FetchSessionClien
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
 from emulator.host.shell import MemberShell, TopicPartition
-from emulator.legacy.config import LegacyConsumerConfig
 from emulator.modern.machine import MemberMachine, make_member_machine
 from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.protocols import ProtocolSpec, spec
+from emulator.settings import RunSettings
 
 #: Emulator knob (not Kafka): how many messages one fetch returns at most. Kafka
 #: bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
@@ -127,11 +127,12 @@ class HostConfig:
         return spec(self.protocol)
 
     @classmethod
-    def from_kafka(
+    def from_settings(
         cls,
         protocol: str,
         group: str,
         kafka: Mapping[str, object],
+        settings: RunSettings,
         *,
         processing_ms_per_message: float = 1.0,
         assignor: str = "range",
@@ -140,35 +141,31 @@ class HostConfig:
         rebalance_listener: str = "none",
         seed: int = 0,
     ) -> HostConfig:
-        """Resolve the host's Kafka settings (with Kafka's defaults) for ``protocol``."""
-        max_fetch = max(1, _int(kafka.get("fetch.message.max.bytes", 1048576)) // MESSAGE_BYTES)
-        if spec(protocol).has_coordinator:
+        """The host's settings for ``protocol`` from the run's resolved settings.
+
+        ``kafka`` is the scenario's table as the member machines read it.
+        """
+        fetch = settings.fetch
+        max_fetch = max(1, fetch.fetch_max_bytes // MESSAGE_BYTES)
+        if fetch.max_poll_records is not None:
             # A modern consumer's poll() returns at most max.poll.records.
-            max_fetch = min(max_fetch, int(str(kafka.get("max.poll.records", 500))))
-            max_wait = float(str(kafka.get("fetch.max.wait.ms", 500)))
-        else:
-            max_wait = float(str(kafka.get("fetch.wait.max.ms", 100)))
+            max_fetch = min(max_fetch, fetch.max_poll_records)
         return cls(
             protocol=protocol,
             group=group,
             kafka=kafka,
             processing_ms_per_message=processing_ms_per_message,
             max_fetch=max_fetch,
-            max_chunks=_int(kafka.get("queued.max.message.chunks", 2)),
-            fetch_max_wait_ms=max_wait,
-            metadata_max_age_ms=float(str(kafka.get("metadata.max.age.ms", 300000))),
-            auto_offset_reset=LegacyConsumerConfig.from_kafka(kafka).auto_offset_reset,
+            max_chunks=fetch.queued_max_message_chunks,
+            fetch_max_wait_ms=float(fetch.fetch_wait_max_ms),
+            metadata_max_age_ms=float(fetch.metadata_max_age_ms),
+            auto_offset_reset=settings.legacy.auto_offset_reset,
             assignor=assignor,
             static_membership=static_membership,
             manual_commit=manual_commit,
             rebalance_listener=rebalance_listener,
             seed=seed,
         )
-
-
-def _int(value: object) -> int:
-    """``int(value)`` for a number, else of its text."""
-    return int(value) if isinstance(value, int | float) else int(str(value))
 
 
 class EventSink(Protocol):

@@ -144,8 +144,9 @@ The package, split by job (this module is its face: import from here):
 * :mod:`~emulator.scenario.parse`: TOML to a validated :class:`Scenario`, with
   :mod:`~emulator.scenario.timeline` (the ``[[timeline]]`` entries) and
   :mod:`~emulator.scenario.reader` (typed reads of a table);
-* :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages;
-* :mod:`~emulator.scenario.settings`: the brokers' and the fetch path's typed settings.
+* :mod:`~emulator.scenario.errors`: :class:`ScenarioError` and its one-line messages.
+
+The brokers' and the fetch path's typed settings are :mod:`emulator.settings`.
 
 The Kafka key registry the ``[kafka]`` table is checked against is
 :mod:`emulator.kafka_keys`, a leaf of the core: the config classes read their
@@ -211,7 +212,7 @@ from emulator.scenario.plan import (
     MembershipChange,
     member_name,
 )
-from emulator.scenario.settings import BrokerSettings, FetchSettings
+from emulator.settings import BrokerSettings, FetchSettings
 
 __all__ = [
     "ASSIGNOR_NAMES",

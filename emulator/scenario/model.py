@@ -33,7 +33,7 @@ from emulator.modern.config import (
 from emulator.protocols import GENERATIONS, assignor_for, spec
 from emulator.scenario.faults import ACTIONS, PlannedAction
 from emulator.scenario.plan import MEMBER_RE, MembershipChange, creation_index, expand, member_name
-from emulator.scenario.settings import BrokerSettings, FetchSettings
+from emulator.settings import BrokerSettings, FetchSettings
 
 __all__ = [
     "AUTO_COMMIT_KEYS",

@@ -15,11 +15,14 @@ caller.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from emulator.kafka_keys import KafkaSettings
+from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, KafkaSettings, KafkaValue
+from emulator.legacy.config import LegacyConsumerConfig
+from emulator.protocols import spec
 
-__all__ = ["BrokerSettings", "FetchSettings"]
+__all__ = ["BrokerSettings", "FetchSettings", "RunSettings"]
 
 
 @dataclass(frozen=True)
@@ -119,4 +122,50 @@ class FetchSettings:
             fetch_wait_max_ms=kafka.get_int("fetch.wait.max.ms" if legacy else "fetch.max.wait.ms"),
             max_poll_records=None if legacy else kafka.get_int("max.poll.records"),
             metadata_max_age_ms=kafka.get_int("metadata.max.age.ms"),
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a protocol's run reads by Kafka name outside its state machines, typed, resolved once.
+
+    The brokers and consumer hosts take their settings from here; the state
+    machines build their own config classes from the same ``[kafka]`` table
+    (their ``from_kafka``), which read the same registry of defaults.
+
+    Attributes:
+        broker: the brokers' log, ISR and controller settings.
+        fetch: the consumers' fetch path.
+        legacy: the 0.8 consumer's settings (its ZooKeeper session; the
+            ``auto.offset.reset`` policy every fetch carries, in 0.8 spelling).
+    """
+
+    broker: BrokerSettings
+    fetch: FetchSettings
+    legacy: LegacyConsumerConfig
+
+    @classmethod
+    def resolve(cls, protocol: str, kafka: Mapping[str, object]) -> RunSettings:
+        """The settings of a run of ``protocol`` whose ``[kafka]`` table is ``kafka``.
+
+        ``kafka`` is what the orchestrator hands the actors: for the modern
+        generations the values set plus ``kafka.version``; for the 0.8 consumer
+        every effective value.
+
+        Raises:
+            ValueError: not a run protocol.
+            TypeError: a value of the wrong type (the scenario's parser rules it out).
+        """
+        generation = spec(protocol).generation
+        version = kafka.get("kafka.version")
+        explicit: dict[str, KafkaValue] = {
+            k: v for k, v in kafka.items() if isinstance(v, int | float | str | bool)
+        }
+        settings = KafkaSettings(
+            generation, DEFAULT_KAFKA_VERSION if version is None else str(version), explicit
+        )
+        return cls(
+            broker=BrokerSettings.from_settings(settings),
+            fetch=FetchSettings.from_settings(settings),
+            legacy=LegacyConsumerConfig.from_kafka(kafka),
         )
