@@ -24,10 +24,11 @@ from actors.context import RunContext, process_usage
 from actors.legacy_member import LegacyMember
 from actors.metadata import LeaderCache
 from actors.placement import Locatable
+from emulator.broker.messages import SessionAnswer
 from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
 from emulator.host.faults import HostFaults
-from emulator.host.fetch_client import FetchAnswer, FetchCall
+from emulator.host.fetch_client import FetchCall
 from emulator.host.modern_shell import ModernShell
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
@@ -137,7 +138,7 @@ class ConsumerHostCore(Locatable):
             result = await handle.fetch_session.remote(
                 call.session,
                 call.new_session,
-                [a.wire() for a in call.adds],
+                call.adds,
                 call.withdrawn,
                 call.max_wait_ms,
             )
@@ -145,7 +146,7 @@ class ConsumerHostCore(Locatable):
             self.leader_cache.failed(call.broker)
             self.core.fetch_failed(call.broker)
             return
-        self.core.fetch_answered(call.broker, [FetchAnswer(*a) for a in result])
+        self.core.fetch_answered(call.broker, [SessionAnswer(*a) for a in result])
 
     async def _group_exchange(self, broker: int, reqs: list[GroupRequest]) -> None:
         try:

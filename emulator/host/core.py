@@ -26,8 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from emulator.broker.messages import SessionAnswer
 from emulator.events import EventKind
-from emulator.host.fetch_client import FetchAnswer, FetchCall, FetchSessionClient, Leaders
+from emulator.host.fetch_client import FetchCall, FetchSessionClient, Leaders
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
 from emulator.host.shell import MemberShell, TopicPartition
@@ -453,7 +454,7 @@ class HostCore:
         for call in self.fetches.calls(self.members.values(), self.transport):
             self.transport.send_fetch(call)
 
-    def fetch_answered(self, broker: int, answers: Sequence[FetchAnswer]) -> None:
+    def fetch_answered(self, broker: int, answers: Sequence[SessionAnswer]) -> None:
         """``broker`` answered the host's fetch-session call."""
         self.fetches.answered(broker, answers, self.transport)
 

@@ -4,9 +4,11 @@ Kafka's fetch sessions (KIP-227) let a client send only what changed since its
 last fetch. Here one consumer host holds one session per broker for all its
 members: every fetch outstanding has a *slot*; a fetch that finds no data
 stays parked at the broker (its long poll, ``fetch.max.wait.ms``), so a tick
-sends a broker only the new fetches (:class:`FetchAdd`) and the withdrawn
-slots, and a broker with fetches parked always has a call outstanding. An
-answer (:class:`FetchAnswer`) frees its slot and goes to the member's position;
+sends a broker only the new fetches and the withdrawn slots, and a broker with
+fetches parked always has a call outstanding. An answer frees its slot and goes
+to the member's position (both in the broker's own wire formats,
+:class:`~emulator.broker.messages.SessionFetch` and
+:class:`~emulator.broker.messages.SessionAnswer`);
 a failed call loses the session with every fetch in it, and those positions
 are asked again (in a new session, from another leader if need be).
 
@@ -21,44 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from emulator.broker.messages import SessionAnswer, SessionFetch
 from emulator.host.shell import MemberShell, TopicPartition
-
-#: The broker's answer ``start`` for a partition it does not lead.
-NOT_LEADER = -1
-
-
-@dataclass(frozen=True)
-class FetchAdd:
-    """A new fetch in a session: the fields of one partition fetch, under a slot.
-
-    Attributes:
-        slot: the session's number for this fetch.
-        topic: the topic.
-        partition: the partition.
-        offset: where to fetch from (``None``: ``auto.offset.reset``).
-        reset: the reset policy (``smallest``/``largest`` or ``earliest``/``latest``).
-        max_messages: the most messages one answer may hold.
-    """
-
-    slot: int
-    topic: str
-    partition: int
-    offset: int | None
-    reset: str
-    max_messages: int
-
-    def wire(self) -> tuple[int, str, int, int | None, str, int]:
-        """The positional form the broker actor's ``fetch_session`` takes."""
-        return (self.slot, self.topic, self.partition, self.offset, self.reset, self.max_messages)
-
-
-@dataclass(frozen=True)
-class FetchAnswer:
-    """A broker's answer to one slot: ``[start, end)`` of data, or ``start < 0`` (not leader)."""
-
-    slot: int
-    start: int
-    end: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +43,7 @@ class FetchCall:
     broker: int
     session: str
     new_session: bool
-    adds: list[FetchAdd] = field(default_factory=list)
+    adds: list[SessionFetch] = field(default_factory=list)
     withdrawn: list[int] = field(default_factory=list)
     max_wait_ms: float = 500.0
 
@@ -129,7 +95,7 @@ class FetchSessionClient:
         self.slots: dict[int, Slot] = {}
         self._slot_seq = 0
         self._member_slots: dict[int, dict[TopicPartition, int]] = {}  # id(member) -> tp -> slot
-        self._adds: dict[int, list[FetchAdd]] = {}
+        self._adds: dict[int, list[SessionFetch]] = {}
         self._withdrawn: dict[int, list[int]] = {}
         self._outstanding: dict[int, int] = defaultdict(int)  # broker -> slots there
 
@@ -159,7 +125,7 @@ class FetchSessionClient:
                 self.slots[slot] = Slot(member, want.tp, want.epoch, leader)
                 self._outstanding[leader] += 1
                 self._adds.setdefault(leader, []).append(
-                    FetchAdd(
+                    SessionFetch(
                         slot, want.tp[0], want.tp[1], want.offset, self.reset, self.max_messages
                     )
                 )
@@ -183,7 +149,7 @@ class FetchSessionClient:
             )
         return out
 
-    def answered(self, broker: int, answers: Sequence[FetchAnswer], leaders: Leaders) -> None:
+    def answered(self, broker: int, answers: Sequence[SessionAnswer], leaders: Leaders) -> None:
         """``broker`` answered its call: each answered slot goes to its member."""
         self.inflight.discard(broker)
         self.sessions_open.add(broker)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from emulator.broker.messages import SessionAnswer, SessionFetch
 from emulator.clock import FakeClock
 from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, MemberSpec
 from emulator.host.faults import HostFaults
-from emulator.host.fetch_client import FetchAdd, FetchAnswer, FetchCall
+from emulator.host.fetch_client import FetchCall
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.metadata import LeaderMap
 from emulator.host.modern_shell import ModernShell
@@ -346,7 +347,7 @@ def test_the_first_fetch_opens_a_session_at_the_leader() -> None:
     h.add(fetching(5))
     h.at(20.0)
     assert h.transport.fetch_calls == [
-        FetchCall(LEADER, "host-0", True, [FetchAdd(1, "t", 0, 5, RESET, 100)], [], 500.0)
+        FetchCall(LEADER, "host-0", True, [SessionFetch(1, "t", 0, 5, RESET, 100)], [], 500.0)
     ]
     h.at(40.0)  # parked at the broker (its long poll): nothing more to send
     assert len(h.transport.fetch_calls) == 1
@@ -357,11 +358,11 @@ def test_an_answer_is_queued_processed_and_the_position_fetched_again() -> None:
     m = fetching(5)
     h.add(m)
     h.at(20.0)
-    h.core.fetch_answered(LEADER, [FetchAnswer(1, 5, 15)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, 5, 15)])
     h.at(40.0)  # poll() hands the batch out: 10 messages at 1 ms each
     assert ("consumed", (TP, 15)) in m.calls
     assert h.transport.fetch_calls[1] == FetchCall(
-        LEADER, "host-0", False, [FetchAdd(2, "t", 0, 15, RESET, 100)], [], 500.0
+        LEADER, "host-0", False, [SessionFetch(2, "t", 0, 15, RESET, 100)], [], 500.0
     )
     h.at(49.0)
     assert processed(h.events) == []
@@ -379,7 +380,7 @@ def test_a_stopped_partition_is_withdrawn_and_its_late_answer_dropped() -> None:
     h.at(20.0)  # slot 1 outstanding at the leader
     h.at(30.0)  # the call is still in flight: the withdrawal waits for it
     assert len(h.transport.fetch_calls) == 1
-    h.core.fetch_answered(LEADER, [FetchAnswer(1, 5, 15)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, 5, 15)])
     h.at(40.0)
     assert h.transport.fetch_calls[1] == FetchCall(LEADER, "host-0", False, [], [1], 500.0)
     h.core.fetch_answered(LEADER, [])
@@ -392,12 +393,12 @@ def test_not_leader_asks_for_metadata_and_fetches_the_same_offset_again() -> Non
     h = Host()
     h.add(fetching(5))
     h.at(20.0)
-    h.core.fetch_answered(LEADER, [FetchAnswer(1, -1, -1)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, -1, -1)])
     assert h.transport.not_leaders == [TP]
     h.transport.leaders[TP] = 2  # the refresh found the new leader
     h.at(40.0)
     assert h.transport.fetch_calls[1] == FetchCall(
-        2, "host-0", True, [FetchAdd(2, "t", 0, 5, RESET, 100)], [], 500.0
+        2, "host-0", True, [SessionFetch(2, "t", 0, 5, RESET, 100)], [], 500.0
     )
 
 
@@ -408,7 +409,7 @@ def test_a_failed_call_loses_the_session_and_refetches_in_a_new_one() -> None:
     h.core.fetch_failed(LEADER)
     h.at(40.0)
     assert h.transport.fetch_calls[1] == FetchCall(
-        LEADER, "host-0", True, [FetchAdd(2, "t", 0, 5, RESET, 100)], [], 500.0
+        LEADER, "host-0", True, [SessionFetch(2, "t", 0, 5, RESET, 100)], [], 500.0
     )
 
 
@@ -422,7 +423,7 @@ def test_a_partition_without_a_known_leader_is_not_fetched() -> None:
     assert h.transport.refreshes == 2  # a refresh is asked for every tick
     h.transport.leaders[TP] = LEADER
     h.at(60.0)
-    assert [c.adds for c in h.transport.fetch_calls] == [[FetchAdd(1, "t", 0, 5, RESET, 100)]]
+    assert [c.adds for c in h.transport.fetch_calls] == [[SessionFetch(1, "t", 0, 5, RESET, 100)]]
 
 
 def test_a_retired_member_withdraws_its_fetches() -> None:
@@ -530,7 +531,7 @@ def test_slow_changes_the_processing_cost_and_heal_restores_it() -> None:
     h.add(fetching(0))
     assert h.faults.slow("c-0", 1000.0, 5.0)
     h.at(20.0)
-    h.core.fetch_answered(LEADER, [FetchAnswer(1, 0, 10)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, 0, 10)])
     h.at(40.0)  # 10 messages at 5 ms: done at 90
     h.at(89.0)
     assert processed(h.events) == []
@@ -538,7 +539,7 @@ def test_slow_changes_the_processing_cost_and_heal_restores_it() -> None:
     assert processed(h.events) == [(0, 10, 50.0)]
     h.timers.fire(("c-0", "slow"))
     assert [f["reason"] for f in h.events.of(EventKind.FAULT_CLEARED)] == ["slow"]
-    h.core.fetch_answered(LEADER, [FetchAnswer(2, 10, 20)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(2, 10, 20)])
     h.at(100.0)
     h.at(110.0)  # back to 1 ms a message
     assert processed(h.events)[1:] == [(10, 20, 10.0)]
@@ -640,7 +641,7 @@ def test_a_crash_abandons_the_batch_in_hand_and_retires_the_member() -> None:
     h = Host(cost_ms=2.0)
     h.add(fetching(0))
     h.at(20.0)
-    h.core.fetch_answered(LEADER, [FetchAnswer(1, 0, 10)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, 0, 10)])
     h.at(40.0)  # the batch runs 40..60
     h.clock.advance(5.0)  # 45: two messages done
     crashed = h.core.crash("c-0")
