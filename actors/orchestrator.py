@@ -542,7 +542,7 @@ class ProtocolRun:
             for h in range(len(self.hosts))
             if h not in self.dead_hosts
         ]
-        if self.producer is not None and hasattr(self.producer, "update_partitions"):
+        if self.producer is not None:
             calls.append(self.producer.update_partitions.remote(topic, total))
         ray.get(calls, timeout=120)
 
