@@ -340,8 +340,11 @@ class BrokerCore(Locatable):
         self.events.close()
 
     def set_origin(self, origin_wall: float) -> None:
-        """Fix the run's emulated time 0 (called once every actor is up)."""
-        self.clock.rebase(origin_wall)
+        """Fix the run's emulated time 0 (called once every actor is up).
+
+        The events logged before are written now, restamped on it.
+        """
+        self.events.release(self.clock.rebase(origin_wall))
 
     def origin_wall(self) -> float:
         """The run's emulated time 0 as this broker has it (for a restarted broker)."""

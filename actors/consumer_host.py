@@ -125,8 +125,11 @@ class ConsumerHostCore(Locatable):
         task.add_done_callback(self._bg.discard)
 
     def set_origin(self, origin_wall: float) -> None:
-        """Fix the run's emulated time 0 (called once every actor is up)."""
-        self.clock.rebase(origin_wall)
+        """Fix the run's emulated time 0 (called once every actor is up).
+
+        The events logged before are written now, restamped on it.
+        """
+        self.events.release(self.clock.rebase(origin_wall))
 
     # ------------------------------------------------- the core's transport
 

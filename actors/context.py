@@ -44,6 +44,10 @@ class RunContext:
         driver_node: ``shipped``: the driver's Ray node id.
         zk_auth: ``--zk-auth``: the digest identity every ZooKeeper client of
             the run authenticates as; its znodes are readable by it alone.
+        origin_fixed: whether ``origin_wall`` is final. The orchestrator hands
+            out a provisional origin and fixes it once every actor is up; until
+            then each actor's log holds its events, and ``set_origin`` writes
+            them restamped on the final time 0 (start-up shows as negative times).
     """
 
     run_id: str
@@ -71,6 +75,9 @@ class RunContext:
     driver_node: str = ""
     # --zk-auth: every znode of the run is created with a digest ACL for it
     zk_auth: ZkAuth | None = None
+    # False while origin_wall is provisional: the actors' logs hold their
+    # events until set_origin fixes time 0, then write them restamped.
+    origin_fixed: bool = True
 
     @cached_property
     def settings(self) -> RunSettings:
@@ -94,6 +101,7 @@ class RunContext:
             emu_clock=c.now_ms,
             validate=self.validate_events,
             on_close=on_close,
+            hold=not self.origin_fixed,
         )
 
     def scaled_s(self, kafka_ms: float) -> float:

@@ -203,6 +203,7 @@ class ProtocolRun:
             spool_root=self.storage.spool_root,
             driver_node=self.storage.driver_node,
             zk_auth=self.zk_auth,
+            origin_fixed=False,  # fixed once every actor is up (set_origin)
         )
 
     def delivery_mode(self) -> DeliveryMode:
@@ -446,7 +447,7 @@ class ProtocolRun:
                 ],
                 timeout=60,
             )
-            clock.rebase(origin)
+            log.release(clock.rebase(origin))
             wait = clock.wall_at(0.0) - time.monotonic()
             if wait > 0:
                 time.sleep(wait)

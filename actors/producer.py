@@ -222,8 +222,11 @@ class ProducerCore(Locatable):
         return {"produced": self.produced, "failed": self.failed}
 
     def set_origin(self, origin_wall: float) -> None:
-        """Fix the run's emulated time 0 (called once every actor is up)."""
-        self.clock.rebase(origin_wall)
+        """Fix the run's emulated time 0 (called once every actor is up).
+
+        The events logged before are written now, restamped on it.
+        """
+        self.events.release(self.clock.rebase(origin_wall))
 
 
 ProducerActor = ray.remote(num_cpus=0)(ProducerCore)

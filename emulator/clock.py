@@ -66,14 +66,20 @@ class ScaledClock:
         # do not jump with NTP.
         self._mono_origin = time.monotonic() - (time.time() - origin_wall)
 
-    def rebase(self, origin_wall: float) -> None:
+    def rebase(self, origin_wall: float) -> float:
         """Move emulated time 0 to ``origin_wall`` (``time.time()``), in place.
 
         The orchestrator starts every actor first and then fixes the run's
         origin, so that slow actor start-up never eats into the timeline.
+
+        Returns:
+            How many emulated ms later the new time 0 is: a reading ``t``
+            taken before is ``t - shift`` on the new origin.
         """
+        before = self._mono_origin
         self.origin_wall = origin_wall
         self._mono_origin = time.monotonic() - (time.time() - origin_wall)
+        return (self._mono_origin - before) * 1000.0 / self.time_scale
 
     def now_ms(self) -> float:
         """Emulated ms since the run's origin."""

@@ -82,6 +82,8 @@ class EventWriter:
         validate: check every event against the schema (tests turn it on).
         on_close: called with the file's path once it is closed (e.g. to copy
             it to shared storage); what it raises, :meth:`close` raises.
+        hold: keep events unwritten until :meth:`release` (the run's time 0 is
+            not fixed yet); :meth:`close` releases them as they are.
     """
 
     def __init__(
@@ -97,8 +99,12 @@ class EventWriter:
         flush_bytes: int = 256 * 1024,
         validate: bool = False,
         on_close: Callable[[Path], None] | None = None,
+        hold: bool = False,
     ) -> None:
         self.path = Path(path)
+        # Events emitted before the run's time 0 is fixed wait here, unwritten,
+        # so that release() can restamp them on the final origin.
+        self._held: list[Event] | None = [] if hold else None
         self._on_close = on_close
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115
@@ -148,15 +154,36 @@ class EventWriter:
         if self._validate:
             validate_event(ev)
         self._seq += 1
+        self.count_by_kind[kind.value] = self.count_by_kind.get(kind.value, 0) + 1
+        if self._held is not None:
+            self._held.append(ev)
+            return
+        self._append(ev)
+
+    def _append(self, ev: Event) -> None:
         packed = self._packer.pack(ev)
         self._buf.append(packed)
         self._buf_bytes += len(packed)
-        self.count_by_kind[kind.value] = self.count_by_kind.get(kind.value, 0) + 1
         if (
             self._buf_bytes >= self._flush_bytes
             or time.monotonic() - self._last_flush >= self._flush_interval_s
         ):
             self.flush()
+
+    def release(self, shift_ms: float = 0.0) -> None:
+        """Write the events held since the start, restamped on the run's fixed time 0.
+
+        Args:
+            shift_ms: what :meth:`emulator.clock.ScaledClock.rebase` returned:
+                every held ``t_emu_ms`` moves back by it (start-up before time 0
+                shows as negative times).
+        """
+        held, self._held = self._held, None
+        for ev in held or ():
+            t = ev["t_emu_ms"]
+            assert isinstance(t, int | float)
+            ev["t_emu_ms"] = float(t) - shift_ms
+            self._append(ev)
 
     def flush(self) -> None:
         """Append the buffered records to the file as checksummed blocks (one write)."""
@@ -184,6 +211,7 @@ class EventWriter:
         """Flush, append the closing block, fsync and close; later emits raise."""
         if self._file is None:
             return
+        self.release()
         self.flush()
         self._file.write(closing_block(self._records, self._blocks))
         self._file.flush()

@@ -185,3 +185,41 @@ def test_corrupt_record_reported_with_offset(tmp_path: Path) -> None:
 def test_every_field_has_a_spark_type() -> None:
     assert {f.type for f in FIELDS} <= {"string", "long", "double", "boolean"}
     assert len({f.name for f in FIELDS}) == len(FIELDS)
+
+
+def test_a_held_log_writes_nothing_until_time_0_is_fixed_then_restamps(tmp_path: Path) -> None:
+    """Start-up events are restamped on the run's final time 0 (negative: before it)."""
+    path = tmp_path / "a.msgpack"
+    clock = FakeClock(18_000.0)  # 18 s on the provisional origin
+    w = _writer(path, clock, hold=True, flush_interval_s=0.0)
+    w.emit(EventKind.BROKER_STARTED, broker=2)
+    clock.advance(500)
+    w.emit(EventKind.BROKER_STARTED, broker=3)
+    w.flush()
+    assert path.stat().st_size == 0  # nothing written while held, even on a flush
+    w.release(19_000.0)  # time 0 is 19 s after the provisional one
+    w.emit(EventKind.RUN_STARTED, t_emu_ms=0.0)
+    w.close()
+    evs = list(iter_events(path))
+    assert [(e["seq"], e["t_emu_ms"]) for e in evs] == [(0, -1000.0), (1, -500.0), (2, 0.0)]
+
+
+def test_closing_a_held_log_writes_its_events_as_stamped(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    w = _writer(path, FakeClock(700.0), hold=True)
+    w.emit(EventKind.RUN_STARTED)
+    w.close()
+    assert [e["t_emu_ms"] for e in iter_events(path)] == [700.0]
+
+
+def test_rebasing_a_scaled_clock_says_how_far_time_0_moved() -> None:
+    import time
+
+    from emulator.clock import ScaledClock
+
+    origin = time.time()
+    clock = ScaledClock(0.5, origin)
+    before = clock.now_ms()
+    shift = clock.rebase(origin + 2.0)  # 2 wall s later = 4 emulated s at time_scale 0.5
+    assert shift == pytest.approx(4000.0, abs=5.0)
+    assert clock.now_ms() == pytest.approx(before - shift, abs=50.0)
