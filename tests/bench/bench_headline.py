@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -220,6 +221,9 @@ def main() -> int:
     p.add_argument("--parallel", type=int)
     p.add_argument("--ray-address")
     args = p.parse_args()
+    # A shell starts a background job with SIGINT ignored; Ctrl-C or kill -INT
+    # must still stop the whole benchmark, not just the part running.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.time()
     chosen = [x for x in args.parts.split(",") if x]
     specs = parts(args)
@@ -253,6 +257,9 @@ def main() -> int:
         print(f"== {part}: {' '.join(cmd[2:])}", flush=True)
         t0 = time.monotonic()
         code = subprocess.run(cmd, cwd=ROOT, check=False).returncode
+        if code in (130, 143):  # the part was interrupted: stop here, resumable
+            print(f"{part}: interrupted; run the script again to resume", file=sys.stderr)
+            sys.exit(code)
         wall = time.monotonic() - t0
         report = args.out / part / "report" / "metrics.json"
         if not report.is_file():
