@@ -23,7 +23,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 from emulator.clock import FakeClock
 from emulator.events import EventKind, validate_event
@@ -88,12 +88,6 @@ class GroupTestContext:
         self._seq = itertools.count()
 
     # ------------------------------------------------------------ the builder
-
-    def with_start_time(self, ms: float) -> Self:
-        """Start the mock time at ``ms`` (before anything ran)."""
-        assert not self.records and not self._wire, "set the start time first"
-        self.clock = FakeClock(ms)
-        return self
 
     def with_machine(
         self,
@@ -222,12 +216,3 @@ class GroupTestContext:
         found = self.emitted(kind, who)
         assert found, f"no {kind.value} recorded"
         return found[-1].emit
-
-    def assert_kinds(self, expected: Sequence[EventKind], who: str | None = None) -> None:
-        """The events recorded are exactly ``expected``, in order."""
-        assert self.event_kinds(who) == list(expected)
-
-
-def outputs_of(outs: Iterable[object], kind: type[Any]) -> list[Any]:
-    """The outputs of one type, in order."""
-    return [o for o in outs if isinstance(o, kind)]
