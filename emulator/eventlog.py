@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import time
+from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import msgpack
 
@@ -70,60 +72,86 @@ class ReadStats:
         self.reports.append(report)
 
 
-class EventWriter:
-    """Append events to one msgpack file, buffered.
+class EventLog(Protocol):
+    """What actors call on an event log: :class:`EventWriter` and :class:`MemoryEventWriter`."""
 
-    Args:
-        path: the file to append to (parents are created).
-        run_id, node, actor, protocol: stamped on every event.
-        emu_clock: returns the emulated time in ms since the run started.
-        flush_interval_s: wall seconds between flushes while events arrive.
-        flush_bytes: flush when the buffer reaches this size.
-        validate: check every event against the schema (tests turn it on).
-        on_close: called with the file's path once it is closed (e.g. to copy
-            it to shared storage); what it raises, :meth:`close` raises.
-        hold: keep events unwritten until :meth:`release` (the run's time 0 is
-            not fixed yet); :meth:`close` releases them as they are.
+    count_by_kind: dict[str, int]
+
+    def emit(self, kind: EventKind, **fields: object) -> None:
+        """Record one event."""
+        ...
+
+    def release(self, shift_ms: float = 0.0) -> None:
+        """Write the events held before time 0, restamped by ``shift_ms``."""
+        ...
+
+    def flush(self) -> None:
+        """Write out what is buffered."""
+        ...
+
+    def close(self) -> None:
+        """Release, flush and close; later emits raise."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        ...
+
+    @property
+    def written(self) -> int:
+        """Number of events emitted so far."""
+        ...
+
+
+class _Stamping(ABC):
+    """The envelope every log shares: stamps, schema check, counts, hold and release.
+
+    Subclasses store the stamped events (:meth:`_store`) and say when they are
+    closed; see :class:`EventWriter` for the arguments.
     """
 
     def __init__(
         self,
-        path: str | Path,
         *,
         run_id: str,
         node: str,
         actor: str,
         protocol: str | None,
         emu_clock: Callable[[], float],
-        flush_interval_s: float = 0.5,
-        flush_bytes: int = 256 * 1024,
-        validate: bool = False,
-        on_close: Callable[[Path], None] | None = None,
-        hold: bool = False,
+        validate: bool,
+        hold: bool,
+        wall_clock: Callable[[], float],
+        mono_clock: Callable[[], float],
+        tap: Callable[[Event], None] | None,
     ) -> None:
-        self.path = Path(path)
+        self._wall_clock = wall_clock
+        self._mono_clock = mono_clock
+        self._tap = tap
         # Events emitted before the run's time 0 is fixed wait here, unwritten,
         # so that release() can restamp them on the final origin.
         self._held: list[Event] | None = [] if hold else None
-        self._on_close = on_close
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115
-        self._packer = msgpack.Packer(use_bin_type=True)
-        self._buf: list[bytes] = []
-        self._buf_bytes = 0
         self._seq = 0
-        self._records = 0  # events in the blocks written so far
-        self._blocks = 0
-        self._last_flush = time.monotonic()
         self._run_id = run_id
         self._node = node
         self._actor = actor
         self._protocol = protocol
         self._emu_clock = emu_clock
-        self._flush_interval_s = flush_interval_s
-        self._flush_bytes = flush_bytes
         self._validate = validate
         self.count_by_kind: dict[str, int] = {}
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+
+    @abstractmethod
+    def _name(self) -> str:
+        """How errors name this log."""
+
+    @abstractmethod
+    def _store(self, ev: Event) -> None:
+        """Keep one stamped event (called in log order, after the tap)."""
 
     def emit(self, kind: EventKind, **fields: object) -> None:
         """Record one event; ``None`` fields are left out.
@@ -132,16 +160,19 @@ class EventWriter:
             kind: the event kind.
             **fields: schema fields (see :data:`emulator.events.FIELDS`).
                 ``actor`` and ``t_emu_ms`` may be given to override the stamp.
+
+        Raises:
+            ValueError: the log is closed.
         """
-        if self._file is None:
-            raise ValueError(f"event writer {self.path} is closed")
+        if self.closed:
+            raise ValueError(f"event writer {self._name()} is closed")
         ev: Event = {
             "v": SCHEMA_VERSION,
             "seq": self._seq,
             "kind": kind.value,
             "t_emu_ms": float(self._emu_clock()),
-            "ts_wall": time.time(),
-            "ts_mono": time.monotonic(),
+            "ts_wall": self._wall_clock(),
+            "ts_mono": self._mono_clock(),
             "run_id": self._run_id,
             "node": self._node,
             "actor": self._actor,
@@ -161,14 +192,9 @@ class EventWriter:
         self._append(ev)
 
     def _append(self, ev: Event) -> None:
-        packed = self._packer.pack(ev)
-        self._buf.append(packed)
-        self._buf_bytes += len(packed)
-        if (
-            self._buf_bytes >= self._flush_bytes
-            or time.monotonic() - self._last_flush >= self._flush_interval_s
-        ):
-            self.flush()
+        if self._tap is not None:
+            self._tap(ev)
+        self._store(ev)
 
     def release(self, shift_ms: float = 0.0) -> None:
         """Write the events held since the start, restamped on the run's fixed time 0.
@@ -184,6 +210,91 @@ class EventWriter:
             assert isinstance(t, int | float)
             ev["t_emu_ms"] = float(t) - shift_ms
             self._append(ev)
+
+    @property
+    def written(self) -> int:
+        """Number of events emitted so far."""
+        return self._seq
+
+
+class EventWriter(_Stamping):
+    """Append events to one msgpack file, buffered.
+
+    Args:
+        path: the file to append to (parents are created).
+        run_id, node, actor, protocol: stamped on every event.
+        emu_clock: returns the emulated time in ms since the run started.
+        flush_interval_s: wall seconds between flushes while events arrive.
+        flush_bytes: flush when the buffer reaches this size.
+        validate: check every event against the schema (tests turn it on).
+        on_close: called with the file's path once it is closed (e.g. to copy
+            it to shared storage); what it raises, :meth:`close` raises.
+        hold: keep events unwritten until :meth:`release` (the run's time 0 is
+            not fixed yet); :meth:`close` releases them as they are.
+        wall_clock: the source of ``ts_wall`` (seconds since the epoch).
+        mono_clock: the source of ``ts_mono`` and of the flush interval (seconds).
+        tap: called with every event map as it goes into the log, validated
+            and just before it is packed, so it sees exactly what the file gets,
+            in order: at :meth:`emit`, or for events held before time 0 at
+            :meth:`release`, restamped (the sim engine's online monitor). The
+            map is the one that gets written: a tap must not change it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        run_id: str,
+        node: str,
+        actor: str,
+        protocol: str | None,
+        emu_clock: Callable[[], float],
+        flush_interval_s: float = 0.5,
+        flush_bytes: int = 256 * 1024,
+        validate: bool = False,
+        on_close: Callable[[Path], None] | None = None,
+        hold: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+        mono_clock: Callable[[], float] = time.monotonic,
+        tap: Callable[[Event], None] | None = None,
+    ) -> None:
+        super().__init__(
+            run_id=run_id,
+            node=node,
+            actor=actor,
+            protocol=protocol,
+            emu_clock=emu_clock,
+            validate=validate,
+            hold=hold,
+            wall_clock=wall_clock,
+            mono_clock=mono_clock,
+            tap=tap,
+        )
+        self.path = Path(path)
+        self._on_close = on_close
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO | None = open(self.path, "ab")  # noqa: SIM115
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
+        self._records = 0  # events in the blocks written so far
+        self._blocks = 0
+        self._last_flush = mono_clock()
+        self._flush_interval_s = flush_interval_s
+        self._flush_bytes = flush_bytes
+
+    def _name(self) -> str:
+        return str(self.path)
+
+    def _store(self, ev: Event) -> None:
+        packed = self._packer.pack(ev)
+        self._buf.append(packed)
+        self._buf_bytes += len(packed)
+        if (
+            self._buf_bytes >= self._flush_bytes
+            or self._mono_clock() - self._last_flush >= self._flush_interval_s
+        ):
+            self.flush()
 
     def flush(self) -> None:
         """Append the buffered records to the file as checksummed blocks (one write)."""
@@ -205,7 +316,7 @@ class EventWriter:
             self._blocks += len(blocks)
             self._buf.clear()
             self._buf_bytes = 0
-        self._last_flush = time.monotonic()
+        self._last_flush = self._mono_clock()
 
     def close(self) -> None:
         """Flush, append the closing block, fsync and close; later emits raise."""
@@ -227,10 +338,84 @@ class EventWriter:
         """True once :meth:`close` ran."""
         return self._file is None
 
+
+class MemoryEventWriter(_Stamping):
+    """An event log kept in memory: no file, no packing, no ``fsync``.
+
+    The same stamps, schema check, counts and hold/release as
+    :class:`EventWriter` (whose arguments it shares, less the file's), for runs
+    that only watch their events as they happen (the sim engine's ``explore``).
+    It keeps the last ``capacity`` events (a ring buffer, for traces) and the
+    counts of all of them.
+
+    Args:
+        capacity: how many of the latest events :attr:`events` keeps (> 0).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        node: str,
+        actor: str,
+        protocol: str | None,
+        emu_clock: Callable[[], float],
+        validate: bool = False,
+        hold: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+        mono_clock: Callable[[], float] = time.monotonic,
+        tap: Callable[[Event], None] | None = None,
+        capacity: int = 10_000,
+    ) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity must be > 0, got {capacity}")
+        super().__init__(
+            run_id=run_id,
+            node=node,
+            actor=actor,
+            protocol=protocol,
+            emu_clock=emu_clock,
+            validate=validate,
+            hold=hold,
+            wall_clock=wall_clock,
+            mono_clock=mono_clock,
+            tap=tap,
+        )
+        self._ring: deque[Event] = deque(maxlen=capacity)
+        self._stored = 0
+        self._closed = False
+
+    def _name(self) -> str:
+        return f"memory:{self._actor}"
+
+    def _store(self, ev: Event) -> None:
+        self._ring.append(ev)
+        self._stored += 1
+
     @property
-    def written(self) -> int:
-        """Number of events emitted so far."""
-        return self._seq
+    def events(self) -> list[Event]:
+        """The latest events in the log (at most ``capacity``), oldest first."""
+        return list(self._ring)
+
+    @property
+    def dropped(self) -> int:
+        """Events in the log that the ring buffer no longer holds."""
+        return self._stored - len(self._ring)
+
+    def flush(self) -> None:
+        """Nothing to write out: every event is in :attr:`events` as it is logged."""
+
+    def close(self) -> None:
+        """Log the held events as they are (as :meth:`EventWriter.close`); later emits raise."""
+        if self._closed:
+            return
+        self.release()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
 
 
 def iter_events(path: str | Path, stats: ReadStats | None = None) -> Iterator[Event]:

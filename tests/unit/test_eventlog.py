@@ -10,7 +10,9 @@ import pytest
 from emulator.clock import FakeClock
 from emulator.eventlog import (
     CorruptEventLog,
+    EventLog,
     EventWriter,
+    MemoryEventWriter,
     ReadStats,
     file_checksum,
     iter_events,
@@ -223,3 +225,138 @@ def test_rebasing_a_scaled_clock_says_how_far_time_0_moved() -> None:
     shift = clock.rebase(origin + 2.0)  # 2 wall s later = 4 emulated s at time_scale 0.5
     assert shift == pytest.approx(4000.0, abs=5.0)
     assert clock.now_ms() == pytest.approx(before - shift, abs=50.0)
+
+
+# ---------------------------------------------------------- injected clock sources
+
+
+class _Sources:
+    """A monotonic and a wall clock that move only when told to (seconds)."""
+
+    def __init__(self) -> None:
+        self.mono_t = 50.0
+        self.wall_t = 1_000.0
+
+    def mono(self) -> float:
+        return self.mono_t
+
+    def wall(self) -> float:
+        return self.wall_t
+
+
+def test_stamps_come_from_the_injected_sources(tmp_path: Path) -> None:
+    s = _Sources()
+    path = tmp_path / "a.msgpack"
+    w = _writer(path, FakeClock(), wall_clock=s.wall, mono_clock=s.mono)
+    w.emit(EventKind.RUN_STARTED)
+    s.mono_t, s.wall_t = 50.5, 2_000.0
+    w.emit(EventKind.RUN_FINISHED)
+    w.close()
+    assert [(e["ts_wall"], e["ts_mono"]) for e in iter_events(path)] == [
+        (1_000.0, 50.0),
+        (2_000.0, 50.5),
+    ]
+
+
+def test_the_flush_interval_runs_on_the_mono_source(tmp_path: Path) -> None:
+    s = _Sources()
+    path = tmp_path / "a.msgpack"
+    w = _writer(path, FakeClock(), flush_interval_s=1.0, wall_clock=s.wall, mono_clock=s.mono)
+    w.emit(EventKind.RUN_STARTED)
+    s.wall_t += 3_600.0  # the wall clock does not count
+    s.mono_t += 0.9
+    w.emit(EventKind.RUN_STARTED)
+    assert path.stat().st_size == 0  # 0.9 s since the writer opened: still buffered
+    s.mono_t += 0.1
+    w.emit(EventKind.RUN_STARTED)
+    assert len(list(iter_events(path))) == 3  # 1 s: the three went out in one flush
+    s.mono_t += 0.5
+    w.emit(EventKind.RUN_STARTED)
+    assert len(list(iter_events(path))) == 3  # the interval restarted at that flush
+    w.close()
+
+
+def test_the_tap_sees_every_event_in_log_order(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    clock = FakeClock(700.0)
+    seen: list[dict[str, object]] = []
+    w = _writer(path, clock, hold=True, tap=seen.append)
+    w.emit(EventKind.RUN_STARTED)
+    w.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=0, offset_end=1)
+    assert seen == []  # held before time 0: not in the log yet
+    w.release(500.0)
+    assert [(e["seq"], e["t_emu_ms"]) for e in seen] == [(0, 200.0), (1, 200.0)]
+    clock.advance(100)
+    w.emit(EventKind.RUN_FINISHED)
+    w.close()
+    assert seen == list(iter_events(path))  # exactly what the file holds, in its order
+    w2 = _writer(tmp_path / "b.msgpack", clock, tap=seen.append)
+    with pytest.raises(EventError):
+        w2.emit(EventKind.PRODUCED, topic="t")  # invalid: never reaches the tap
+    w2.close()
+    assert len(seen) == 3
+
+
+# ------------------------------------------------------------------ MemoryEventWriter
+
+
+def _memory(clock: FakeClock, **kw: object) -> MemoryEventWriter:
+    return MemoryEventWriter(
+        run_id="r1",
+        node="n1",
+        actor="a1",
+        protocol="zookeeper",
+        emu_clock=clock.now_ms,
+        validate=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _drive(log: EventLog, clock: FakeClock) -> None:
+    """The calls an actor makes on its log: held start-up, release, emits, flush, close."""
+    log.emit(EventKind.RUN_STARTED)
+    clock.advance(40)
+    log.release(25.0)
+    log.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=0, offset_end=5)
+    log.flush()
+    clock.advance(10)
+    log.emit(
+        EventKind.PROCESSED, topic="t", partition=0, offset_start=0, offset_end=5, member="c-0"
+    )
+    log.close()
+
+
+def test_the_memory_log_keeps_what_the_file_log_writes(tmp_path: Path) -> None:
+    s = _Sources()
+    path = tmp_path / "a.msgpack"
+    c1, c2 = FakeClock(), FakeClock()
+    file_log = _writer(path, c1, hold=True, wall_clock=s.wall, mono_clock=s.mono)
+    _drive(file_log, c1)
+    tapped: list[dict[str, object]] = []
+    mem = _memory(c2, hold=True, wall_clock=s.wall, mono_clock=s.mono, tap=tapped.append)
+    _drive(mem, c2)
+    assert mem.events == list(iter_events(path)) == tapped
+    assert [e["t_emu_ms"] for e in mem.events] == [-25.0, 40.0, 50.0]
+    assert mem.written == file_log.written == 3
+    counts = {"run_started": 1, "produced": 1, "processed": 1}
+    assert mem.count_by_kind == file_log.count_by_kind == counts
+    assert mem.closed and mem.dropped == 0
+    with pytest.raises(ValueError, match="memory:a1 is closed"):
+        mem.emit(EventKind.RUN_FINISHED)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.msgpack"]  # no file of its own
+
+
+def test_the_memory_log_is_a_ring_of_the_latest_events() -> None:
+    clock = FakeClock()
+    mem = _memory(clock, capacity=3)
+    for n in range(5):
+        clock.advance(1)
+        mem.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=n, offset_end=n + 1)
+    assert [e["seq"] for e in mem.events] == [2, 3, 4]
+    assert [e["t_emu_ms"] for e in mem.events] == [3.0, 4.0, 5.0]
+    assert mem.written == 5 and mem.dropped == 2 and mem.count_by_kind == {"produced": 5}
+    with pytest.raises(EventError, match="'offset_end'"):
+        mem.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=0)
+    assert mem.written == 5
+    with pytest.raises(ValueError, match="capacity must be > 0"):
+        _memory(clock, capacity=0)
