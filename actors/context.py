@@ -5,8 +5,10 @@ from __future__ import annotations
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from actors.spool import log_target
 from emulator.clock import ScaledClock
@@ -48,6 +50,13 @@ class RunContext:
             out a provisional origin and fixes it once every actor is up; until
             then each actor's log holds its events, and ``set_origin`` writes
             them restamped on the final time 0 (start-up shows as negative times).
+        engine: which engine runs the actors: ``real`` (Ray, the machine's
+            clocks) or ``sim`` (one process on a virtual clock).
+        mono, wall: the clock sources (seconds) :meth:`clock` and :meth:`writer`
+            read; ``None``: the machine's (``time.monotonic``, ``time.time``).
+            They belong to the process that set them: a pickled context (what
+            Ray ships to an actor) leaves them out, and ``engine="sim"`` then
+            refuses to make a clock rather than fall back to the machine's.
     """
 
     run_id: str
@@ -78,6 +87,17 @@ class RunContext:
     # False while origin_wall is provisional: the actors' logs hold their
     # events until set_origin fixes time 0, then write them restamped.
     origin_fixed: bool = True
+    engine: str = "real"
+    # The sim engine's clock sources; never pickled (see __getstate__).
+    mono: Callable[[], float] | None = field(default=None, repr=False, compare=False)
+    wall: Callable[[], float] | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The pickled state: every field but the clock sources (they stay in this process)."""
+        state = dict(self.__dict__)
+        state["mono"] = None
+        state["wall"] = None
+        return state
 
     @cached_property
     def settings(self) -> RunSettings:
@@ -85,11 +105,26 @@ class RunContext:
         return RunSettings.resolve(self.protocol, self.kafka)
 
     def clock(self) -> ScaledClock:
-        """This run's emulated clock."""
-        return ScaledClock(self.time_scale, self.origin_wall)
+        """This run's emulated clock, on the context's sources (the machine's by default).
+
+        Raises:
+            ValueError: a ``sim`` context without its sources (e.g. one that was pickled).
+        """
+        if self.engine != "real" and (self.mono is None or self.wall is None):
+            raise ValueError(f"a {self.engine!r} run context needs its mono and wall sources")
+        return ScaledClock(
+            self.time_scale,
+            self.origin_wall,
+            mono=self.mono or time.monotonic,
+            wall=self.wall or time.time,
+        )
 
     def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
-        """An event writer for one actor, in this run's events directory."""
+        """An event writer for one actor, in this run's events directory.
+
+        Its ``t_emu_ms`` comes from ``clock`` (default: :meth:`clock`), and its
+        ``ts_wall``/``ts_mono`` stamps and flush interval from that clock's sources.
+        """
         c = clock or self.clock()
         path, on_close = log_target(self, actor)
         return EventWriter(
@@ -99,6 +134,8 @@ class RunContext:
             actor=actor,
             protocol=self.protocol,
             emu_clock=c.now_ms,
+            wall_clock=c.wall,
+            mono_clock=c.mono,
             validate=self.validate_events,
             on_close=on_close,
             hold=not self.origin_fixed,

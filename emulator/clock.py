@@ -11,7 +11,7 @@ progress lines and wall times) asks :func:`monotonic_s`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 
@@ -52,22 +52,47 @@ class ScaledClock:
     Args:
         time_scale: wall seconds per emulated second, in (0, 1]. A run with
             ``time_scale = 0.1`` runs Kafka's 6 s session timeout in 0.6 s.
-        origin_wall: the ``time.time()`` at which the run started; every
+        origin_wall: the wall time (``wall``) at which the run started; every
             process of a run uses the same origin, so emulated times agree
             across processes up to clock skew.
+        mono: the monotonic source, in seconds (``time.monotonic`` by default;
+            the sim engine passes its loop's virtual time).
+        wall: the wall-clock source, in seconds since the epoch (``time.time``
+            by default; the sim engine passes its virtual wall clock).
+
+    Every reading goes through ``mono`` and ``wall``; the clock reads nothing else.
     """
 
-    def __init__(self, time_scale: float, origin_wall: float) -> None:
+    def __init__(
+        self,
+        time_scale: float,
+        origin_wall: float,
+        *,
+        mono: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         if not 0 < time_scale <= 1000:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
         self.time_scale = time_scale
         self.origin_wall = origin_wall
+        self._mono = mono
+        self._wall = wall
         # Anchor the monotonic clock to the wall origin once, so later readings
         # do not jump with NTP.
-        self._mono_origin = time.monotonic() - (time.time() - origin_wall)
+        self._mono_origin = mono() - (wall() - origin_wall)
+
+    @property
+    def mono(self) -> Callable[[], float]:
+        """The monotonic source this clock reads (seconds)."""
+        return self._mono
+
+    @property
+    def wall(self) -> Callable[[], float]:
+        """The wall-clock source this clock reads (seconds since the epoch)."""
+        return self._wall
 
     def rebase(self, origin_wall: float) -> float:
-        """Move emulated time 0 to ``origin_wall`` (``time.time()``), in place.
+        """Move emulated time 0 to ``origin_wall`` (a reading of the wall source), in place.
 
         The orchestrator starts every actor first and then fixes the run's
         origin, so that slow actor start-up never eats into the timeline.
@@ -78,19 +103,19 @@ class ScaledClock:
         """
         before = self._mono_origin
         self.origin_wall = origin_wall
-        self._mono_origin = time.monotonic() - (time.time() - origin_wall)
+        self._mono_origin = self._mono() - (self._wall() - origin_wall)
         return (self._mono_origin - before) * 1000.0 / self.time_scale
 
     def now_ms(self) -> float:
         """Emulated ms since the run's origin."""
-        return (time.monotonic() - self._mono_origin) * 1000.0 / self.time_scale
+        return (self._mono() - self._mono_origin) * 1000.0 / self.time_scale
 
     def wall_seconds(self, emulated_ms: float) -> float:
         """How many wall seconds an emulated duration takes."""
         return emulated_ms / 1000.0 * self.time_scale
 
     def wall_at(self, emulated_ms: float) -> float:
-        """The monotonic time at which the emulated clock reads ``emulated_ms``."""
+        """The monotonic time (of the ``mono`` source) at which the clock reads ``emulated_ms``."""
         return self._mono_origin + emulated_ms / 1000.0 * self.time_scale
 
 

@@ -1,0 +1,150 @@
+"""Injected clock sources: ScaledClock and RunContext.
+
+The real engine reads the machine's clocks through these seams; the sim engine
+will hand in virtual ones. Fake sources here move only when the test says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.context import RunContext
+from emulator.clock import ScaledClock
+from emulator.eventlog import iter_events
+from emulator.events import EventKind
+
+
+class Sources:
+    """A monotonic and a wall clock that move only when told to (seconds)."""
+
+    def __init__(self, mono: float = 50.0, wall: float = 1_000.0) -> None:
+        self.mono_t = mono
+        self.wall_t = wall
+
+    def mono(self) -> float:
+        return self.mono_t
+
+    def wall(self) -> float:
+        return self.wall_t
+
+    def advance(self, s: float) -> None:
+        self.mono_t += s
+        self.wall_t += s
+
+
+# ------------------------------------------------------------------ ScaledClock
+
+
+def test_now_ms_reads_only_the_injected_sources() -> None:
+    s = Sources(mono=50.0, wall=1_000.0)
+    # The run started 2 wall s ago; at time_scale 0.5 that is 4 emulated s.
+    clock = ScaledClock(0.5, 998.0, mono=s.mono, wall=s.wall)
+    assert clock.now_ms() == 4_000.0
+    s.advance(1.5)
+    assert clock.now_ms() == 7_000.0
+    # Anchored once: a wall-clock step (NTP) does not move emulated time.
+    s.wall_t += 3_600.0
+    assert clock.now_ms() == 7_000.0
+    assert clock.mono == s.mono and clock.wall == s.wall
+
+
+def test_rebase_shift_is_computed_on_the_sources() -> None:
+    s = Sources(mono=50.0, wall=1_000.0)
+    clock = ScaledClock(0.5, 1_000.0, mono=s.mono, wall=s.wall)
+    s.advance(3.0)
+    before = clock.now_ms()
+    assert before == 6_000.0
+    # Time 0 moves to 2 wall s from now: 5 wall s after the old one = 10 emulated s.
+    shift = clock.rebase(1_005.0)
+    assert shift == 10_000.0
+    assert clock.origin_wall == 1_005.0
+    assert clock.now_ms() == before - shift == -4_000.0
+    s.advance(2.0)
+    assert clock.now_ms() == 0.0
+
+
+def test_wall_at_is_on_the_monotonic_source() -> None:
+    s = Sources(mono=50.0, wall=1_000.0)
+    clock = ScaledClock(0.25, 999.0, mono=s.mono, wall=s.wall)
+    assert clock.wall_at(0.0) == 49.0
+    assert clock.wall_at(4_000.0) == 50.0  # 4 emulated s = 1 wall s at time_scale 0.25
+    assert clock.wall_at(clock.now_ms()) == s.mono_t
+
+
+def test_default_sources_are_the_machines() -> None:
+    clock = ScaledClock(1.0, time.time())
+    assert clock.mono is time.monotonic and clock.wall is time.time
+    assert clock.now_ms() == pytest.approx(0.0, abs=1_000.0)
+
+
+# ------------------------------------------------------------------- RunContext
+
+
+def _ctx(tmp_path: Path, **kw: Any) -> RunContext:
+    base: dict[str, Any] = {
+        "run_id": "r1",
+        "protocol": "zookeeper",
+        "events_dir": str(tmp_path / "events"),
+        "time_scale": 0.5,
+        "origin_wall": 998.0,
+        "zk_connect": "",
+        "zk_hosts": (),
+        "seed": 1,
+        "group": "g",
+    }
+    base.update(kw)
+    return RunContext(**base)
+
+
+def test_the_context_is_real_and_on_the_machines_clocks_by_default(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    assert ctx.engine == "real" and ctx.mono is None and ctx.wall is None
+    clock = ctx.clock()
+    assert clock.mono is time.monotonic and clock.wall is time.time
+
+
+def test_the_context_clock_uses_its_sources(tmp_path: Path) -> None:
+    s = Sources(mono=50.0, wall=1_000.0)
+    ctx = _ctx(tmp_path, engine="sim", mono=s.mono, wall=s.wall)
+    clock = ctx.clock()
+    assert clock.now_ms() == 4_000.0
+    s.advance(0.5)
+    assert clock.now_ms() == 5_000.0
+    # replace() (how contexts are derived) keeps them.
+    again = dataclasses.replace(ctx, leaders={("t", 0): 0})
+    assert again.mono == s.mono and again.clock().now_ms() == 5_000.0
+
+
+def test_a_pickled_context_leaves_its_sources_behind(tmp_path: Path) -> None:
+    # Lambdas cannot be pickled: the round trip only works if they are left out.
+    ctx = _ctx(tmp_path, engine="sim", mono=lambda: 1.0, wall=lambda: 2.0)
+    back = pickle.loads(pickle.dumps(ctx))
+    assert back.mono is None and back.wall is None
+    assert back.engine == "sim" and back == ctx
+    assert ctx.mono is not None  # the original keeps them
+    # A sim context without its sources refuses rather than read the machine's clock.
+    with pytest.raises(ValueError, match="'sim' run context needs its mono and wall sources"):
+        back.clock()
+    real = pickle.loads(pickle.dumps(_ctx(tmp_path, mono=lambda: 1.0, wall=lambda: 2.0)))
+    assert real.clock().mono is time.monotonic
+
+
+def test_the_writer_stamps_from_the_context_sources(tmp_path: Path) -> None:
+    s = Sources(mono=50.0, wall=1_000.0)
+    ctx = _ctx(tmp_path, engine="sim", mono=s.mono, wall=s.wall)
+    w = ctx.writer("host-0")
+    w.emit(EventKind.RUN_STARTED)
+    s.advance(0.25)
+    w.emit(EventKind.RUN_FINISHED)
+    w.close()
+    evs = list(iter_events(tmp_path / "events" / "host-0.msgpack"))
+    assert [(e["t_emu_ms"], e["ts_wall"], e["ts_mono"]) for e in evs] == [
+        (4_000.0, 1_000.0, 50.0),
+        (4_500.0, 1_000.25, 50.25),
+    ]
