@@ -108,13 +108,15 @@ class ConsumerHostCore(Locatable):
         self._task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
-        next_tick = time.monotonic()
+        # The loop's clock (the monotonic clock on a real loop), so a virtual-time loop works.
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
         while not self._stop:
-            lag = (time.monotonic() - next_tick) * 1000.0
+            lag = (loop.time() - next_tick) * 1000.0
             self.tick_lag_max_ms = max(self.tick_lag_max_ms, lag)
             self.core.tick(self.clock.now_ms())
             next_tick += TICK_S
-            mono = time.monotonic()
+            mono = loop.time()
             if next_tick < mono:  # behind: skip the missed ticks, do not run them back to back
                 next_tick = mono + TICK_S
             await asyncio.sleep(next_tick - mono)
@@ -292,22 +294,23 @@ class ConsumerHostCore(Locatable):
         member = self.members.get(name)
         if member is None:
             return False
+        loop = asyncio.get_running_loop()
         if isinstance(member, ModernShell):
             # The application finishes the batch poll() gave it, then calls close().
             await self._drain(member)
             member.close()
-            deadline = time.monotonic() + 30.0
-            while not member.machine.closed and time.monotonic() < deadline:
+            deadline = loop.time() + 30.0
+            while not member.machine.closed and loop.time() < deadline:
                 await asyncio.sleep(0.01)
             # close() returns once LeaveGroup is on its way: let the host send it.
-            while self.core.queued_for(member) and time.monotonic() < deadline:
+            while self.core.queued_for(member) and loop.time() < deadline:
                 await asyncio.sleep(0.01)
             await self._retire(name, "left")
             return True
         member.sync_positions()
         member.apply(member.machine.shutdown(self.clock.now_ms()))
-        deadline = time.monotonic() + 10 * max(1.0, self.session_timeout_s)
-        while member.machine.state.value != "closed" and time.monotonic() < deadline:
+        deadline = loop.time() + 10 * max(1.0, self.session_timeout_s)
+        while member.machine.state.value != "closed" and loop.time() < deadline:
             await asyncio.sleep(0.01)
         # shutdown() committed past each stream's message in hand; the
         # application thread finishes that message before the process ends.
@@ -327,8 +330,9 @@ class ConsumerHostCore(Locatable):
             (s.current.done_ms - now for s in member.streams.values() if s.current is not None),
             default=0.0,
         )
-        deadline = time.monotonic() + self.ctx.scaled_s(max(0.0, left_ms)) + 2.0
-        while member.in_hand() and member.alive and time.monotonic() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ctx.scaled_s(max(0.0, left_ms)) + 2.0
+        while member.in_hand() and member.alive and loop.time() < deadline:
             await asyncio.sleep(0.01)
 
     async def crash(self, name: str) -> bool:

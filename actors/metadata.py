@@ -7,13 +7,14 @@ asks in which order) are :class:`emulator.host.metadata.LeaderMap`.
 restarted broker is a new Ray actor under the same name
 (:func:`broker_actor_name`), so a handle that failed is looked up again by
 name. ``refresh.leader.backoff.ms`` is scaled by the run's ``time_scale``.
+Its times are the running loop's clock (the monotonic clock on a real loop):
+its methods are called on the actor's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 from actors.context import RunContext
@@ -67,7 +68,7 @@ class LeaderCache(LeaderMap):
         Returns ``None`` when the broker has no live actor (yet).
         """
         if self.is_dead(broker) or broker not in self.brokers:
-            now = time.monotonic()
+            now = asyncio.get_running_loop().time()
             if now - self._last_lookup.get(broker, 0.0) >= HANDLE_LOOKUP_INTERVAL_S:
                 self._last_lookup[broker] = now
                 import ray
@@ -85,13 +86,13 @@ class LeaderCache(LeaderMap):
 
     def maybe_refresh(self) -> None:
         """Start a background refresh if one is due and the back-off allows it."""
-        if self._refreshing is not None or not self.refresh_due(time.monotonic()):
+        if self._refreshing is not None or not self.refresh_due(asyncio.get_running_loop().time()):
             return
         self._refreshing = asyncio.ensure_future(self._refresh_task())
 
     async def refresh(self) -> bool:
         """Ask live brokers, one at a time, for the leader map; ``True`` if one answered."""
-        for b in self.begin_refresh(time.monotonic(), self.brokers):
+        for b in self.begin_refresh(asyncio.get_running_loop().time(), self.brokers):
             h = self.handle(b)
             if h is None:
                 continue

@@ -705,21 +705,23 @@ class ZkClient:
         """ZkClient ``retryUntilConnected``: retry ``op`` after ConnectionLoss/SessionExpired.
 
         Waits for the connection before each retry. ``deadline_s`` (seconds from
-        now; ``None`` = forever, as ZkClient) bounds the whole loop; when it
-        passes, the last error is raised. A stopped client raises at once.
+        now on the running loop's clock; ``None`` = forever, as ZkClient) bounds
+        the whole loop; when it passes, the last error is raised. A stopped
+        client raises at once.
 
         Raises:
             Whatever ``op`` raises that is not retriable, or the last retriable
             error once the deadline passes.
         """
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        loop = asyncio.get_running_loop()
+        deadline = None if deadline_s is None else loop.time() + deadline_s
         while True:
             try:
                 return await op()
             except RETRIABLE_ERRORS as exc:
                 if isinstance(exc, ConnectionClosedError) or self._stopping:
                     raise
-                remaining = None if deadline is None else deadline - time.monotonic()
+                remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
                     raise
                 await asyncio.sleep(0)  # ZkClient: Thread.yield() before waiting

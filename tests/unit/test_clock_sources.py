@@ -1,4 +1,4 @@
-"""Injected clock sources: ScaledClock and RunContext.
+"""Injected clock sources: ScaledClock, RunContext and the leader cache on the loop's clock.
 
 The real engine reads the machine's clocks through these seams; the sim engine
 will hand in virtual ones. Fake sources here move only when the test says.
@@ -6,6 +6,7 @@ will hand in virtual ones. Fake sources here move only when the test says.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import pickle
 import time
@@ -15,9 +16,11 @@ from typing import Any
 import pytest
 
 from actors.context import RunContext
+from actors.metadata import LeaderCache
 from emulator.clock import ScaledClock
 from emulator.eventlog import iter_events
 from emulator.events import EventKind
+from tests.unit.loop_time import ManualTimeLoop, run_on
 
 
 class Sources:
@@ -148,3 +151,57 @@ def test_the_writer_stamps_from_the_context_sources(tmp_path: Path) -> None:
         (4_000.0, 1_000.0, 50.0),
         (4_500.0, 1_000.25, 50.25),
     ]
+
+
+# ----------------------------------------------------- LeaderCache on loop time
+
+
+class _Broker:
+    """A broker actor handle whose ``metadata.remote()`` answers at once."""
+
+    def __init__(self, leaders: dict[tuple[str, int], int]) -> None:
+        self.leaders = leaders
+        self.calls = 0
+        self.metadata = self
+
+    def remote(self) -> asyncio.Future[dict[tuple[str, int], int]]:
+        self.calls += 1
+        fut: asyncio.Future[dict[tuple[str, int], int]] = asyncio.get_running_loop().create_future()
+        fut.set_result(dict(self.leaders))
+        return fut
+
+
+def test_the_leader_cache_backs_off_on_the_loops_clock(tmp_path: Path) -> None:
+    # time_scale 1: refresh.leader.backoff.ms 200 = 0.2 s of the loop's clock.
+    ctx = _ctx(tmp_path, time_scale=1.0)
+    broker = _Broker({("t", 0): 0})
+    loop = ManualTimeLoop(now=5_000.0)
+
+    async def settle(cache: LeaderCache) -> None:
+        while cache._refreshing is not None:
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        cache = LeaderCache(ctx, {0: broker})
+        assert cache.leader(("t", 0)) is None  # unknown: a refresh is due
+        cache.maybe_refresh()
+        await settle(cache)
+        assert broker.calls == 1 and cache.leader(("t", 0)) == 0
+        cache.not_leader(("t", 0))
+        cache.maybe_refresh()  # the same instant of the loop: backing off
+        await settle(cache)
+        assert broker.calls == 1
+        loop.now += 0.15  # only the loop's clock moves; still inside the back-off
+        cache.maybe_refresh()
+        await settle(cache)
+        assert broker.calls == 1
+        loop.now += 0.1
+        cache.maybe_refresh()
+        await settle(cache)
+        assert broker.calls == 2
+        # A failed broker is looked up again (no Ray here: none found), stamped on loop time.
+        cache.failed(0)
+        assert cache.handle(0) is broker
+        assert cache._last_lookup[0] == loop.now
+
+    run_on(loop, go())
