@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import threading
 import time
@@ -93,6 +94,7 @@ __all__ = [
     "RETRIABLE_ERRORS",
     "Dispatch",
     "EphemeralConflict",
+    "RawClientFactory",
     "WatchEvent",
     "ZkAuth",
     "ZkCleanupError",
@@ -142,6 +144,31 @@ class ZnodeStat(Protocol):
     @property
     def ephemeralOwner(self) -> int:  # ZooKeeper's own name
         """The owning session id of an ephemeral node, else 0."""
+
+
+class RawClientFactory(Protocol):
+    """Builds a :class:`ZkClient`'s raw client: ``KazooClient`` or a stand-in for it.
+
+    Called with ``KazooClient``'s own keyword arguments. The client it returns
+    must offer the kazoo subset :class:`ZkClient` uses: ``add_listener``,
+    ``start``/``stop``/``close`` (or coroutine ``start_async(timeout=)`` and
+    ``stop_async()``), ``client_id``, ``connected``, ``_session_id``, and
+    ``get_async``, ``get_children_async``, ``exists_async``, ``create_async``,
+    ``set_async``, ``delete_async`` returning results with ``rawlink``,
+    ``exception`` and ``value``.
+    """
+
+    def __call__(
+        self,
+        *,
+        hosts: str,
+        timeout: float,
+        client_id: tuple[int, bytes] | None,
+        connection_retry: KazooRetry,
+        auth_data: list[tuple[str, str]] | None,
+        default_acl: list[Any] | None,
+    ) -> Any:
+        """A new, unstarted raw client."""
 
 
 STATE_CONNECTED: Final = "CONNECTED"
@@ -431,6 +458,13 @@ class ZkClient:
         auth: a digest identity: sent on every (re)connection, and every znode
             this client creates gets an ACL for that identity only. None: no
             auth, znodes are ``world:anyone`` (ZooKeeper's default).
+        raw_factory: builds the raw client (:attr:`kazoo`) from
+            :class:`~kazoo.client.KazooClient`'s keyword arguments (see
+            :class:`RawClientFactory`); default ``KazooClient`` itself. A raw
+            client with coroutine methods ``start_async(timeout=)`` and
+            ``stop_async()`` is started and stopped on the loop, without a
+            thread; one with a ``negotiated_timeout_ms`` attribute says the
+            negotiated session timeout itself.
     """
 
     def __init__(
@@ -446,6 +480,7 @@ class ZkClient:
         client_id: tuple[int, bytes] | None = None,
         connection_retry: KazooRetry | None = None,
         auth: ZkAuth | None = None,
+        raw_factory: RawClientFactory | None = None,
     ) -> None:
         hosts = connect
         if chroot:
@@ -456,7 +491,7 @@ class ZkClient:
         self.session_timeout_s = float(session_timeout_s)
         self.counter = counter if counter is not None else ZkOpCounter()
         self.auth = auth
-        self.negotiated_session_timeout_ms: int | None = None
+        self._negotiated_ms: int | None = None
         self.session_id: int | None = None
         self.sessions = 0  # sessions established so far
         self.expirations = 0  # new sessions after an expiry
@@ -471,7 +506,8 @@ class ZkClient:
         retry = connection_retry or KazooRetry(
             max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0
         )
-        self.kazoo: Any = KazooClient(
+        factory: RawClientFactory = KazooClient if raw_factory is None else raw_factory
+        self.kazoo: Any = factory(
             hosts=hosts,
             timeout=self.session_timeout_s,
             client_id=client_id,
@@ -479,7 +515,10 @@ class ZkClient:
             auth_data=None if auth is None else auth.auth_data,
             default_acl=None if auth is None else auth.acl(),
         )
-        self._hook_negotiated_timeout()
+        # A raw client that knows the negotiated timeout says it; kazoo's is hooked.
+        self._raw_negotiates = hasattr(self.kazoo, "negotiated_timeout_ms")
+        if not self._raw_negotiates:
+            self._hook_negotiated_timeout()
         self.kazoo.add_listener(self._listener)
 
     # -- lifecycle ------------------------------------------------------------
@@ -502,8 +541,22 @@ class ZkClient:
             raise
 
     async def start_async(self, timeout_s: float = 15.0) -> None:
-        """:meth:`start` without blocking the event loop."""
-        await asyncio.get_running_loop().run_in_executor(None, self.start, timeout_s)
+        """:meth:`start` without blocking the event loop.
+
+        A raw client with a coroutine ``start_async`` is awaited on the loop;
+        kazoo's blocking ``start`` runs in the loop's default executor.
+        """
+        start = getattr(self.kazoo, "start_async", None)
+        if not inspect.iscoroutinefunction(start):
+            await asyncio.get_running_loop().run_in_executor(None, self.start, timeout_s)
+            return
+        self._stopping = False
+        try:
+            await start(timeout=timeout_s)
+        except BaseException:
+            # As start(): a client that failed to start must not keep reconnecting.
+            await self._stop_raw()
+            raise
 
     def stop(self) -> None:
         """Close the session (the server deletes its ephemerals) and release resources.
@@ -518,8 +571,40 @@ class ZkClient:
         self._wake_waiters(False)
 
     async def stop_async(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        await asyncio.get_running_loop().run_in_executor(None, self.stop)
+        """:meth:`stop` without blocking the event loop.
+
+        A raw client with a coroutine ``stop_async`` is awaited on the loop;
+        kazoo's blocking ``stop`` runs in the loop's default executor.
+        """
+        if not inspect.iscoroutinefunction(getattr(self.kazoo, "stop_async", None)):
+            await asyncio.get_running_loop().run_in_executor(None, self.stop)
+            return
+        self._stopping = True
+        await self._stop_raw()
+        self._wake_waiters(False)
+
+    async def _stop_raw(self) -> None:
+        """``stop`` and ``close`` the raw client, on the loop when it can; errors ignored."""
+        with contextlib.suppress(Exception):
+            stop = getattr(self.kazoo, "stop_async", None)
+            if inspect.iscoroutinefunction(stop):
+                await stop()
+            else:
+                self.kazoo.stop()
+        with contextlib.suppress(Exception):
+            self.kazoo.close()
+
+    @property
+    def negotiated_session_timeout_ms(self) -> int | None:
+        """The session timeout the server granted (ms), once connected; else ``None``.
+
+        Read from the raw client's ``negotiated_timeout_ms`` when it has one;
+        for kazoo, recorded from the ``ConnectResponse``.
+        """
+        if self._raw_negotiates:
+            value = self.kazoo.negotiated_timeout_ms
+            return None if value is None else int(value)
+        return self._negotiated_ms
 
     @property
     def client_id(self) -> tuple[int, bytes] | None:
@@ -848,7 +933,7 @@ class ZkClient:
             result = original(timeout, request, xid)
             if isinstance(request, Connect) and isinstance(result, tuple) and result:
                 with contextlib.suppress(AttributeError, TypeError):
-                    self.negotiated_session_timeout_ms = int(result[0].time_out)
+                    self._negotiated_ms = int(result[0].time_out)
             return result
 
         conn._invoke = _invoke
