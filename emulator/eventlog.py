@@ -8,6 +8,9 @@ a closing block when it closes the log, so a crash can at worst cut the *last*
 block short and a log that was not closed says so. The reader yields every
 event of every sound block; a truncated tail is counted, a corrupt block is
 reported by path and byte offset and skipped, never a reason to drop the rest.
+:class:`MemoryEventWriter` stamps events the same way and keeps them in memory.
+Both read time only through the clock sources they are given (the machine's
+by default).
 """
 
 from __future__ import annotations
