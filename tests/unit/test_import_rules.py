@@ -9,6 +9,10 @@
   ``analysis`` and ``zk_registry``, and only lazily, inside a function.
 * The core reads no clock, sleeps nowhere and draws from no global random
   generator, outside the clock adapter and the event writer.
+* The simulated ZooKeeper (``zk_registry/sim``, issue-18 design §2) is a pure
+  model: it imports the standard library (no sockets, no threads), the core,
+  itself and kazoo's exception and state types only (never ``KazooClient``), and
+  reads no clock and no global random either.
 
 Imports are read from ``import`` statements *and* from ``importlib.import_module``
 / ``__import__`` calls with a literal name, wherever they stand.
@@ -58,6 +62,25 @@ BANNED_CALLS = {
 }
 RANDOM_ALLOWED = {"Random"}
 """The only names of :mod:`random` the core may use: seeded instances, never the global one."""
+
+SIM_ZK = "zk_registry/sim"
+SIM_ZK_KAZOO = frozenset({"kazoo.exceptions", "kazoo.protocol.states"})
+"""The kazoo modules the simulated ZooKeeper may import: error classes and state/stat types."""
+SIM_ZK_PROJECT = ("emulator", "zk_registry.sim")
+"""The project modules it may import: the core and its own package."""
+SIM_ZK_BANNED_STDLIB = frozenset(
+    (
+        "socket",
+        "ssl",
+        "selectors",
+        "subprocess",
+        "threading",
+        "_thread",
+        "concurrent",
+        "multiprocessing",
+    )
+)
+"""Standard-library modules that would give the model real I/O or threads."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +274,32 @@ def test_the_core_reads_no_clock_and_no_global_random() -> None:
     assert bad == []
 
 
+def _sim_zk_import_problems(imports: list[Import], label: str) -> list[str]:
+    """The imports (of the file ``label``) that the simulated ZooKeeper may not make."""
+    bad = []
+    for imp in imports:
+        if imp.top in PACKAGES:
+            ok = any(imp.module == m or imp.module.startswith(m + ".") for m in SIM_ZK_PROJECT)
+        elif imp.top == "kazoo":
+            ok = imp.module in SIM_ZK_KAZOO
+        else:
+            ok = imp.top in sys.stdlib_module_names and imp.top not in SIM_ZK_BANNED_STDLIB
+        if not ok:
+            bad.append(f"{label}:{imp.line} imports {imp.module} ({imp.how})")
+    return bad
+
+
+def test_the_simulated_zookeeper_imports_only_the_core_and_kazoo_types() -> None:
+    files = _files(SIM_ZK)
+    assert files, f"{SIM_ZK} has no modules"
+    bad = [p for path in files for p in _sim_zk_import_problems(imports_of(path), _rel(path))]
+    assert bad == []
+
+
+def test_the_simulated_zookeeper_reads_no_clock_and_no_global_random() -> None:
+    assert [use for path in _files(SIM_ZK) for use in _clock_and_random_uses(path)] == []
+
+
 def test_the_checkers_see_what_they_look_for(tmp_path: Path) -> None:
     """Guard against checkers that silently find nothing."""
     broker = {i.top for i in imports_of(ROOT / "actors" / "broker.py")}
@@ -270,6 +319,20 @@ def test_the_checkers_see_what_they_look_for(tmp_path: Path) -> None:
     loads = [(i.module, i.module_level) for i in _imports_at(sample) if i.how == "importlib"]
     assert loads == [("actors.orchestrator", False)]
     assert "emulator/clock.py" in CLOCK_EXEMPT and (ROOT / "emulator" / "clock.py").is_file()
+    sim = tmp_path / "sim_sample.py"
+    sim.write_text(
+        "import threading\nimport heapq\nfrom kazoo.client import KazooClient\n"
+        "from kazoo.exceptions import NoNodeError\nfrom kazoo.protocol.states import ZnodeStat\n"
+        "from emulator.javahash import java_string_hashcode\nfrom zk_registry import client\n"
+        "import zk_registry.sim.tree\nimport numpy\n"
+    )
+    flagged = [p.split(" imports ")[1] for p in _sim_zk_import_problems(_imports_at(sim), "sim")]
+    assert flagged == [
+        "threading (import)",
+        "kazoo.client (import)",
+        "zk_registry (import)",
+        "numpy (import)",
+    ]
 
 
 def _imports_at(path: Path) -> list[Import]:
