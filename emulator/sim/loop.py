@@ -33,15 +33,22 @@ to run:
 
 * a **dead** actor's callbacks (:meth:`SimEventLoop.kill`) are dropped without
   running, as ``ray.kill`` ends a process: no ``finally`` block of the actor
-  runs while the loop is open. Its pending tasks are kept referenced by the
-  loop (a coroutine that is garbage-collected is closed by Python, which would
-  run its ``finally`` blocks) and are marked so that asyncio does not report
-  them as "Task was destroyed but it is pending". They are released at
-  :meth:`SimEventLoop.close`; the engine must not let code that runs then
-  write anything (a killed actor's writer is abandoned at kill time).
+  runs while the simulation runs, and asyncio does not report its tasks as
+  "Task was destroyed but it is pending".
 * a **stalled** actor's callbacks (:meth:`SimEventLoop.stall`, a busy process
   in exploration, design §5.1) are deferred to the stall's end and then run
   first, in the order they would have run.
+
+The loop keeps every actor task referenced until it is done. Python closes a
+coroutine that is garbage-collected, running its ``finally`` blocks whenever
+the collector happens to find it: a task blocked on a future nobody else holds
+would otherwise run its cleanup at a moment that depends on memory, not on the
+schedule (and a dead actor's would run at all). :meth:`SimEventLoop.close` ends
+the simulated world: it closes every actor task still pending, a killed
+actor's included, so their cleanup code runs then, once, and whatever it
+schedules is discarded. The engine must therefore keep a killed actor's
+outputs from being written after its death (its event writer is abandoned at
+kill time).
 
 An exception that escapes a callback, and asyncio's other reports (a task
 exception never retrieved, ...), are recorded in :attr:`SimEventLoop.errors`
@@ -52,9 +59,9 @@ checks them (:meth:`SimEventLoop.raise_errors`) and tests fail on them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import heapq
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
@@ -117,9 +124,6 @@ class ActorContext:
     dead: bool = False
     stalled_until_ns: int = 0
     _deferred: deque[asyncio.Handle] = field(default_factory=deque, repr=False)
-    _tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], None] = field(
-        default_factory=weakref.WeakKeyDictionary, repr=False
-    )
 
     def new_context(self) -> contextvars.Context:
         """A fresh :class:`contextvars.Context` in which :data:`current_actor` is this actor.
@@ -195,8 +199,10 @@ class SimEventLoop(asyncio.BaseEventLoop):
         self._timers_cancelled = 0
         self._tie_breaker = tie_breaker
         self._limit_ns: int | None = None
-        self._graveyard: list[asyncio.Task[Any]] = []
-        self._dead: list[ActorContext] = []
+        # Every task started under an actor, with its owner, held until it is
+        # done (insertion-ordered; done ones are pruned now and then).
+        self._tasks: dict[asyncio.Task[Any], ActorContext] = {}
+        self._tasks_kept = 0
         self.errors: list[LoopError] = []
         """Every report that reached the default exception handler, in order."""
         self.set_exception_handler(_record_error)
@@ -413,7 +419,10 @@ class SimEventLoop(asyncio.BaseEventLoop):
                 task._log_destroy_pending = False  # type: ignore[attr-defined]
                 coro.close()
             else:
-                owner._tasks[task] = None
+                self._tasks[task] = owner
+                if len(self._tasks) > 2 * self._tasks_kept + 64:
+                    self._tasks = {t: o for t, o in self._tasks.items() if not t.done()}
+                    self._tasks_kept = len(self._tasks)
         return task
 
     def kill(self, actor: ActorContext) -> None:
@@ -421,18 +430,16 @@ class SimEventLoop(asyncio.BaseEventLoop):
 
         From now on none of its callbacks runs (tasks, timers, future callbacks,
         deliveries), whether already scheduled or scheduled later; its pending
-        tasks stay pending forever, with no ``finally`` run and no "destroyed
-        but pending" report. Its timers are removed from the heap at once.
+        tasks stay pending, with no ``finally`` run and no "destroyed but
+        pending" report, until :meth:`close`. Its timers leave the heap at once.
         """
         if actor.dead:
             return
         actor.dead = True
-        self._dead.append(actor)
         actor._deferred.clear()
-        for task in list(actor._tasks):
-            if not task.done():
+        for task, owner in self._tasks.items():
+            if owner is actor and not task.done():
                 task._log_destroy_pending = False  # type: ignore[attr-defined]
-                self._graveyard.append(task)
         keep: list[_TimerEntry] = []
         for entry in self._timers:
             timer = entry[3]
@@ -501,12 +508,28 @@ class SimEventLoop(asyncio.BaseEventLoop):
         return self.run_until_complete(asyncio.wait_for(aw, timeout_s))
 
     def close(self) -> None:
-        """Close the loop; dead actors' tasks are released (see the module docstring)."""
+        """End the simulated world and close the loop.
+
+        Every actor task still pending (a killed actor's included) is abandoned:
+        its coroutine is closed here, so whatever ``finally`` code it has runs
+        now, once, at a known point, instead of whenever the garbage collector
+        finds it; anything that code schedules is discarded with the loop's
+        queues, and what it raises is ignored. No "Task was destroyed but it is
+        pending" is reported for them. Tasks started outside any actor keep
+        asyncio's usual reporting.
+        """
         if self.is_running():
             raise RuntimeError("Cannot close a running event loop")
+        if self.is_closed():
+            return
+        for task in [t for t in self._tasks if not t.done()]:
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+            # A dead world's cleanup: there is no one to report its errors to.
+            with contextlib.suppress(Exception):
+                task.get_coro().close()
         super().close()
         self._timers.clear()
-        self._graveyard.clear()
+        self._tasks.clear()
 
     # ----------------------------------------------------------- reporting
 
@@ -523,7 +546,8 @@ class SimEventLoop(asyncio.BaseEventLoop):
                 return True
         task = context.get("task") or context.get("future")
         if isinstance(task, asyncio.Task):
-            return any(task in actor._tasks for actor in self._dead)
+            owner = self._tasks.get(task)
+            return owner is not None and owner.dead
         return False
 
     def _actor_of_report(self, context: dict[str, Any]) -> str | None:
@@ -533,9 +557,8 @@ class SimEventLoop(asyncio.BaseEventLoop):
             return None if owner is None else owner.name
         task = context.get("task") or context.get("future")
         if isinstance(task, asyncio.Task):
-            for actor in self._dead:
-                if task in actor._tasks:
-                    return actor.name
+            owner = self._tasks.get(task)
+            return None if owner is None else owner.name
         return None
 
     # ------------------------------------------------------- no real I/O

@@ -528,3 +528,47 @@ def test_killing_a_stalled_actor_drops_its_deferred_callbacks(loop: SimEventLoop
     loop.call_at(1.5, loop.kill, a)
     loop.run_until(5)
     assert log == []
+
+
+def test_close_ends_pending_actor_tasks_quietly() -> None:
+    lp = SimEventLoop()
+    a, b = ActorContext("a"), ActorContext("b")
+    log: list[str] = []
+
+    async def body(tag: str) -> None:
+        try:
+            await lp.create_future()
+        finally:
+            log.append(tag)
+            lp.call_soon(log.append, f"{tag} scheduled from finally")
+
+    lp.spawn_in(a, body("a"))
+    lp.spawn_in(b, body("b"))
+    lp.run_until(1)
+    lp.kill(a)
+    lp.run_until(2)
+    gc.collect()
+    assert log == []
+    lp.close()
+    gc.collect()
+    # Closed once, at close, in start order; what they scheduled never runs.
+    assert log == ["a", "b"]
+    assert lp.errors == []
+
+
+def test_finished_actor_tasks_are_not_kept(loop: SimEventLoop) -> None:
+    a = ActorContext("a")
+
+    async def short() -> None:
+        await asyncio.sleep(0.001)
+
+    first = weakref.ref(loop.spawn_in(a, short()))
+    for _ in range(1000):
+        loop.spawn_in(a, short())
+    loop.run_until(1)
+    # Later spawns prune the finished ones (once the table doubled: amortised).
+    for _ in range(2100):
+        loop.spawn_in(a, short())
+    loop.run_until(2)
+    gc.collect()
+    assert first() is None
