@@ -123,7 +123,7 @@ class ActorContext:
     name: str
     dead: bool = False
     stalled_until_ns: int = 0
-    _deferred: deque[asyncio.Handle] = field(default_factory=deque, repr=False)
+    _deferred: deque[asyncio.Handle] = field(default_factory=deque, init=False, repr=False)
 
     def new_context(self) -> contextvars.Context:
         """A fresh :class:`contextvars.Context` in which :data:`current_actor` is this actor.
@@ -407,7 +407,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
         name: object = None,
         context: contextvars.Context | None = None,
     ) -> asyncio.Task[_T]:
-        """As asyncio's; the task is recorded under its actor (for :meth:`kill`).
+        """As asyncio's; an actor's task is held by the loop until it is done.
 
         A task created for an actor that is already dead never starts: its
         coroutine is closed before its first step (so no code of it runs).
