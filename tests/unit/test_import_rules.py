@@ -259,6 +259,7 @@ def _clock_and_random_uses(path: Path, label: str | None = None) -> list[str]:
         if target is None:
             continue
         mod, attr = target
+        assert isinstance(node, ast.Attribute | ast.Name)  # only these set a target
         if target in BANNED_CALLS or (mod == "random" and attr not in RANDOM_ALLOWED):
             out.append(f"{label}:{node.lineno} uses {mod}.{attr}")
     return sorted(set(out))
@@ -298,6 +299,24 @@ def test_the_simulated_zookeeper_imports_only_the_core_and_kazoo_types() -> None
 
 def test_the_simulated_zookeeper_reads_no_clock_and_no_global_random() -> None:
     assert [use for path in _files(SIM_ZK) for use in _clock_and_random_uses(path)] == []
+
+
+def test_the_sim_core_is_checked_and_never_clock_exempt() -> None:
+    """``emulator/sim`` runs on virtual time only (issue 18 design, §2).
+
+    Its files are scanned by the rules above like the rest of the core, none of
+    them may be exempted from the clock rule, and none imports :mod:`time` at all.
+    """
+    sim = [path for path in _files("emulator") if _rel(path).startswith("emulator/sim/")]
+    assert ROOT / "emulator" / "sim" / "loop.py" in sim
+    assert [p for p in CLOCK_EXEMPT if p.startswith("emulator/sim/")] == []
+    bad = [
+        f"{_rel(path)}:{imp.line} imports {imp.module}"
+        for path in sim
+        for imp in imports_of(path)
+        if imp.top == "time"
+    ]
+    assert bad == []
 
 
 def test_the_checkers_see_what_they_look_for(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Unit tests of the sim engine's core (``emulator/sim``)."""

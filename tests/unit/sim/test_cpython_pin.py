@@ -1,0 +1,142 @@
+"""Pins the private CPython asyncio API that ``SimEventLoop`` overrides or relies on.
+
+``emulator/sim/loop.py`` replaces ``BaseEventLoop._run_once``, ``_call_soon``,
+``call_at``, ``call_later`` and ``_timer_handle_cancelled``, and reads
+``Handle._context``, ``Handle._cancelled``, ``TimerHandle._scheduled`` and the
+loop's ``_ready``/``_stopping``. These are private: a Python upgrade may change
+them without notice. This test fails loudly when it does.
+
+When it fails after an upgrade: read the new ``asyncio/base_events.py`` and
+``asyncio/events.py``, adapt ``SimEventLoop`` where the contract moved (3.12
+splits ``run_forever`` into ``_run_forever_setup``/``_run_forever_cleanup``,
+and adds ``Handle.get_context``), run ``tests/unit/sim``, then update
+``PINNED`` below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import sys
+from asyncio import base_events, events
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from emulator.sim.loop import ActorContext, SimEventLoop, current_actor
+
+PINNED_VERSION = (3, 11)
+
+_TARGETS: dict[str, Callable[..., Any]] = {
+    "BaseEventLoop.__init__": base_events.BaseEventLoop.__init__,
+    "BaseEventLoop.run_forever": base_events.BaseEventLoop.run_forever,
+    "BaseEventLoop.run_until_complete": base_events.BaseEventLoop.run_until_complete,
+    "BaseEventLoop.stop": base_events.BaseEventLoop.stop,
+    "BaseEventLoop.close": base_events.BaseEventLoop.close,
+    "BaseEventLoop.create_task": base_events.BaseEventLoop.create_task,
+    "BaseEventLoop.call_soon": base_events.BaseEventLoop.call_soon,
+    "BaseEventLoop.call_soon_threadsafe": base_events.BaseEventLoop.call_soon_threadsafe,
+    "BaseEventLoop._call_soon": base_events.BaseEventLoop._call_soon,  # type: ignore[attr-defined]
+    "BaseEventLoop.call_later": base_events.BaseEventLoop.call_later,
+    "BaseEventLoop.call_at": base_events.BaseEventLoop.call_at,
+    "BaseEventLoop._timer_handle_cancelled": (
+        base_events.BaseEventLoop._timer_handle_cancelled  # type: ignore[attr-defined]
+    ),
+    "BaseEventLoop._run_once": base_events.BaseEventLoop._run_once,  # type: ignore[attr-defined]
+    "Handle.__init__": events.Handle.__init__,
+    "Handle.cancel": events.Handle.cancel,
+    "Handle._run": events.Handle._run,
+    "TimerHandle.__init__": events.TimerHandle.__init__,
+    "TimerHandle.cancel": events.TimerHandle.cancel,
+}
+
+PINNED = {
+    "BaseEventLoop.__init__": "82d671bf254ae862",
+    "BaseEventLoop.run_forever": "43aba033a9e8157c",
+    "BaseEventLoop.run_until_complete": "a409abc9bbbbe4c6",
+    "BaseEventLoop.stop": "df0d0b0ed1d9e68b",
+    "BaseEventLoop.close": "b440b53da1070ac6",
+    "BaseEventLoop.create_task": "56548d4f2564f120",
+    "BaseEventLoop.call_soon": "53775c63133d8ac0",
+    "BaseEventLoop.call_soon_threadsafe": "ff327992798780db",
+    "BaseEventLoop._call_soon": "cd4172992c5f81c2",
+    "BaseEventLoop.call_later": "c0683ce41d4e0e24",
+    "BaseEventLoop.call_at": "f0c8e92441792fa7",
+    "BaseEventLoop._timer_handle_cancelled": "507abefa719123f5",
+    "BaseEventLoop._run_once": "26970ce6b0d67ef5",
+    "Handle.__init__": "30d3624f79a99a60",
+    "Handle.cancel": "68c90d51a484df5d",
+    "Handle._run": "53f60446b8836903",
+    "TimerHandle.__init__": "663a1b078f6ae833",
+    "TimerHandle.cancel": "0aa2ea2531033e00",
+}
+"""sha256 (first 16 hex) of each function's source on CPython 3.11.7."""
+
+
+def test_python_is_the_pinned_minor_version() -> None:
+    assert sys.version_info[:2] == PINNED_VERSION, (
+        "SimEventLoop overrides CPython 3.11's private asyncio loop API; "
+        "review it for this Python (see this module's docstring)"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_private_sources_are_unchanged(name: str) -> None:
+    digest = hashlib.sha256(inspect.getsource(_TARGETS[name]).encode()).hexdigest()[:16]
+    assert digest == PINNED[name], f"{name} changed in this Python: review SimEventLoop"
+
+
+def test_the_private_names_exist() -> None:
+    loop = SimEventLoop()
+    try:
+        assert isinstance(loop._ready, type(base_events.collections.deque()))  # type: ignore[attr-defined]
+        assert loop._stopping is False
+        for name in ("_run_once", "_call_soon", "_timer_handle_cancelled", "_write_to_self"):
+            assert getattr(SimEventLoop, name) is not getattr(base_events.BaseEventLoop, name)
+        assert "_context" in events.Handle.__slots__
+        assert {"_scheduled", "_when"} <= set(events.TimerHandle.__slots__)
+        # run_forever drives through self._run_once and stops on self._stopping.
+        src = inspect.getsource(base_events.BaseEventLoop.run_forever)
+        assert "self._run_once()" in src and "self._stopping" in src
+        # call_soon and call_soon_threadsafe funnel through self._call_soon.
+        assert "self._call_soon(" in inspect.getsource(base_events.BaseEventLoop.call_soon)
+        threadsafe = inspect.getsource(base_events.BaseEventLoop.call_soon_threadsafe)
+        assert "self._call_soon(" in threadsafe and "self._write_to_self()" in threadsafe
+        # TimerHandle.cancel tells the loop.
+        cancel = inspect.getsource(events.TimerHandle.cancel)
+        assert "_timer_handle_cancelled" in cancel
+    finally:
+        loop.close()
+
+
+def test_the_c_task_and_future_schedule_through_the_loop() -> None:
+    """The C accelerated Task and Future call ``loop.call_soon`` with the context."""
+    loop = SimEventLoop()
+    seen: list[tuple[str, object]] = []
+    orig = loop._call_soon
+
+    def spy(callback: Any, args: Any, context: Any) -> asyncio.Handle:
+        seen.append(
+            (type(callback).__name__, None if context is None else context.get(current_actor))
+        )
+        return orig(callback, args, context)
+
+    loop._call_soon = spy  # type: ignore[method-assign]
+    try:
+        actor = ActorContext("a")
+
+        async def body() -> None:
+            fut = loop.create_future()
+            fut.add_done_callback(lambda _: None)
+            fut.set_result(None)
+            await fut
+
+        loop.run_until_complete(loop.spawn_in(actor, body()))
+        kinds = [k for k, owner in seen if owner is actor]
+        assert "TaskStepMethWrapper" in kinds  # task steps
+        assert "function" in kinds  # the future's done callback
+        assert type(loop.create_future()).__module__ == "_asyncio"
+    finally:
+        loop.close()
