@@ -20,11 +20,9 @@ import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import ray
-
 from actors.context import RunContext, process_usage
+from actors.locate import Locatable
 from actors.metadata import LeaderCache
-from actors.placement import Locatable
 from emulator.broker.coordinators import (
     CoordinatorHost,
     error_response,
@@ -72,7 +70,7 @@ REPLICA_CALL_TIMEOUT_S = 5.0
 
 
 class BrokerCore(Locatable):
-    """One broker as a Ray actor (:data:`BrokerActor`); usable without Ray in tests.
+    """One broker as a Ray actor (:data:`actors.remote.BrokerActor`); usable without Ray.
 
     Args:
         broker_id: Kafka's ``broker.id``.
@@ -660,6 +658,3 @@ class BrokerCore(Locatable):
 
 async def _await(ref: Any) -> Any:
     return await ref
-
-
-BrokerActor = ray.remote(num_cpus=0)(BrokerCore)

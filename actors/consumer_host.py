@@ -18,12 +18,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-import ray
-
 from actors.context import RunContext, process_usage
 from actors.legacy_member import LegacyMember
+from actors.locate import Locatable
 from actors.metadata import LeaderCache
-from actors.placement import Locatable
 from emulator.broker.messages import SessionAnswer
 from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
@@ -40,11 +38,11 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 TICK_S = 0.02
 
-__all__ = ["TICK_S", "ConsumerHostActor", "ConsumerHostCore"]
+__all__ = ["TICK_S", "ConsumerHostCore"]
 
 
 class ConsumerHostCore(Locatable):
-    """A host of emulated consumers, without Ray (``ray.remote`` wraps it below).
+    """A host of emulated consumers, without Ray (:mod:`actors.remote` wraps it for Ray).
 
     Args:
         index: host number (actor ``host-<index>``).
@@ -574,6 +572,3 @@ class _HostIO:
 
         task = asyncio.ensure_future(later())
         timers[key] = task
-
-
-ConsumerHostActor = ray.remote(num_cpus=0)(ConsumerHostCore)

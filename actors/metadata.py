@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from typing import Any
 
 from actors.context import RunContext
@@ -65,16 +66,19 @@ class LeaderCache(LeaderMap):
     def handle(self, broker: int) -> Any:
         """The actor handle of ``broker``, looked up again by name after a failure.
 
+        The look-up asks Ray only in a process connected to it (never imports it).
         Returns ``None`` when the broker has no live actor (yet).
         """
         if self.is_dead(broker) or broker not in self.brokers:
             now = asyncio.get_running_loop().time()
             if now - self._last_lookup.get(broker, 0.0) >= HANDLE_LOOKUP_INTERVAL_S:
                 self._last_lookup[broker] = now
-                import ray
-
+                # Ray's own module if this process has loaded it: a process that
+                # never imported Ray is not connected to it, so there is nothing
+                # to look up (and no reason to load Ray for that).
+                ray = sys.modules.get("ray")
                 h = None
-                if ray.is_initialized():
+                if ray is not None and ray.is_initialized():
                     with contextlib.suppress(Exception):
                         h = ray.get_actor(
                             broker_actor_name(self.ctx.run_id, self.ctx.protocol, broker)

@@ -28,12 +28,10 @@ from typing import Any
 import ray
 
 from actors import timeline
-from actors.broker import BrokerActor
-from actors.consumer_host import ConsumerHostActor
 from actors.context import RunContext
 from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
-from actors.producer import ProducerActor
 from actors.ray_session import alive_nodes, ensure_ray, probe_ray
+from actors.remote import BrokerActor, ConsumerHostActor, ProducerActor
 from actors.run_files import (
     EventStorage,
     RunError,

@@ -9,7 +9,7 @@ one node (``node:10.0.0.5``). :func:`actor_options` turns that into
 line, when the cluster lacks a resource or has too little of it (Ray would
 otherwise leave the actor pending for ever).
 
-Every actor answers ``where()`` with :func:`node_report`; the driver times
+Every actor answers ``where()`` with :func:`actors.locate.node_report`; the driver times
 those calls (:func:`measure_nodes`) to estimate each node's wall-clock offset
 from its own, NTP-style: ``offset = t_node - (t_sent + t_back) / 2`` with the
 uncertainty ``(t_back - t_sent) / 2``, the best of a few samples. The offsets
@@ -19,15 +19,13 @@ skew a reported double ownership across nodes is certain.
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import ray
 
-from actors.ray_session import cluster_resources, node_ip_address
+from actors.ray_session import cluster_resources
 from emulator.scenario import PLACEMENT_ROLES, PlacementSpec
 
 RESOURCE_SLIVER = 0.001
@@ -99,26 +97,6 @@ def check_placement(
                 f"the cluster has {got:g}; start nodes with more (ray start --resources "
                 f"'{{\"{resource}\": 8}}')"
             )
-
-
-def node_report() -> dict[str, Any]:
-    """This process's node: Ray node id, address, host name, pid and wall clock."""
-    ctx = ray.get_runtime_context()
-    return {
-        "node_id": ctx.get_node_id(),
-        "ip": node_ip_address(),
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "wall": time.time(),
-    }
-
-
-class Locatable:
-    """Gives an actor ``where()``: its node and wall clock, for :func:`measure_nodes`."""
-
-    def where(self) -> dict[str, Any]:
-        """This actor's node and wall clock (:func:`node_report`)."""
-        return node_report()
 
 
 def measure_nodes(actors: Mapping[str, Any], samples: int = 5) -> dict[str, Any]:

@@ -26,11 +26,9 @@ import random
 from collections import defaultdict
 from typing import Any
 
-import ray
-
 from actors.context import RunContext
+from actors.locate import Locatable
 from actors.metadata import LeaderCache
-from actors.placement import Locatable
 from emulator.events import EventKind
 from emulator.javahash import java_string_hashcode
 
@@ -39,7 +37,7 @@ TICK_S = 0.05
 
 
 class ProducerCore(Locatable):
-    """One producer, without Ray.
+    """One producer, without Ray (:data:`actors.remote.ProducerActor` wraps it).
 
     Args:
         index: producer number (actor name ``producer-<index>``).
@@ -227,6 +225,3 @@ class ProducerCore(Locatable):
         The events logged before are written now, restamped on it.
         """
         self.events.release(self.clock.rebase(origin_wall))
-
-
-ProducerActor = ray.remote(num_cpus=0)(ProducerCore)

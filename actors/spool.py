@@ -30,21 +30,19 @@ listed as missing.
 Spool files live under ``<spool root>/<run id>/<protocol>/<node id>/``, the
 root being ``$REBALANCE_EMU_SPOOL`` on the driver, else each node's
 ``<tmp>/rebalance-emu-spool``.
+
+The tasks and the visit of the nodes are in :mod:`actors.spool_ray`, loaded only
+for ``shipped`` and ``shared`` with a URL: this module itself does not import
+Ray, so a run context that writes its logs locally does not load it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from actors.ray_session import alive_nodes
 from emulator.eventlog import file_checksum
 from emulator.storage import StorageError, default_spool_root, resolve
 
@@ -96,7 +94,13 @@ def spool_dir(spool_root: str, run_id: str, protocol: str, node: str) -> Path:
 
 
 def current_node() -> str:
-    """This process's Ray node id (``""`` outside Ray)."""
+    """This process's Ray node id (``""`` outside Ray).
+
+    Ray is imported here, not with the module: only the modes that spool
+    (``shared`` with a URL, ``shipped``) and the driver ask.
+    """
+    import ray
+
     if not ray.is_initialized():
         return ""
     return str(ray.get_runtime_context().get_node_id())
@@ -126,60 +130,8 @@ def log_target(ctx: LogPlace, actor: str) -> tuple[Path, Callable[[Path], None] 
     return spooled, publish
 
 
-# ------------------------------------------------------- tasks pinned to a node
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def _spool_list(directory: str) -> list[tuple[str, int]]:
-    d = Path(directory)
-    if not d.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size) for p in d.glob("*.msgpack"))
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def _spool_read(path: str, offset: int, size: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(size)
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def _spool_upload(directory: str, events_url: str, taken: list[str]) -> dict[str, Any]:
-    """Upload every spool file of ``directory`` to ``events_url``; name -> where or error."""
-    out: dict[str, Any] = {}
-    loc = resolve(events_url)
-    for p in sorted(Path(directory).glob("*.msgpack")):
-        name = p.name if p.name not in taken else _alternate(p.name, Path(directory).name)
-        try:
-            size = loc.upload(p, name)
-        except StorageError as exc:
-            out[p.name] = {"error": str(exc)}
-            continue
-        p.unlink()
-        out[p.name] = {"file": name, "bytes": size}
-    return out
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def _spool_remove(directory: str) -> None:
-    d = Path(directory)
-    shutil.rmtree(d, ignore_errors=True)
-    for parent in (d.parent, d.parent.parent):  # <protocol>/, <run id>/ when empty
-        with contextlib.suppress(OSError):
-            parent.rmdir()
-
-
-def _alternate(name: str, node: str) -> str:
-    """A second log of one actor (restarted on another node): ``<actor>.<node>.msgpack``."""
-    return f"{name.removesuffix('.msgpack')}.{node[:12]}.msgpack"
-
-
-def _on(node: str) -> dict[str, Any]:
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
-
-
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: an error as the manifest shows it."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
@@ -205,37 +157,11 @@ def collect(ctx: LogPlace, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
     failed: dict[str, str] = {}  # node -> why it could not be visited
     mode = ctx.storage_mode
     if mode == "shipped" or (mode == "shared" and ctx.events_url):
-        alive = {str(n["NodeID"]) for n in alive_nodes()}
-        nodes = sorted(alive - {ctx.driver_node}) if mode == "shipped" else sorted(alive)
-        for node in nodes:
-            d = str(spool_dir(ctx.spool_root, ctx.run_id, ctx.protocol, node))
-            try:
-                if mode == "shipped":
-                    _ship_node(ctx, node, d, logs, missing)
-                else:
-                    taken = set(_destination_logs(ctx))
-                    done = ray.get(
-                        _spool_upload.options(**_on(node)).remote(d, ctx.events_url, sorted(taken)),
-                        timeout=CALL_TIMEOUT_S * 4,
-                    )
-                    for name, res in done.items():
-                        stem = name.removesuffix(".msgpack")
-                        if "error" in res:
-                            missing[stem] = {"node": node, "reason": res["error"]}
-                        else:
-                            logs[res["file"].removesuffix(".msgpack")] = {
-                                "how": "uploaded",
-                                "node": node,
-                                "bytes": res["bytes"],
-                            }
-                ray.get(_spool_remove.options(**_on(node)).remote(d), timeout=CALL_TIMEOUT_S)
-            except Exception as exc:  # the node went away meanwhile, or a call timed out
-                gone = isinstance(exc, ray.exceptions.TaskUnschedulableError)
-                failed[node] = NODE_LEFT if gone else _first_line(exc)
-        for n in actor_nodes.values():
-            if n not in alive:
-                failed[n] = NODE_LEFT
-    present = _destination_logs(ctx)
+        # Ray is loaded only for the modes that left logs on the nodes.
+        from actors.spool_ray import visit_nodes
+
+        failed = visit_nodes(ctx, actor_nodes, logs, missing)
+    present = destination_logs(ctx)
     for stem, size in present.items():
         if stem not in logs:
             how = "direct" if mode != "shared" or not ctx.events_url else "uploaded"
@@ -252,7 +178,7 @@ def collect(ctx: LogPlace, actor_nodes: Mapping[str, str]) -> dict[str, Any]:
             try:
                 entry["bytes"], entry["crc32c"] = _checksum(ctx, stem)
             except (OSError, StorageError) as exc:
-                entry["checksum_error"] = _first_line(exc)
+                entry["checksum_error"] = first_line(exc)
     return {"logs": dict(sorted(logs.items())), "missing": dict(sorted(missing.items()))}
 
 
@@ -263,43 +189,7 @@ def _checksum(ctx: LogPlace, stem: str) -> tuple[int, str]:
     return file_checksum(Path(ctx.events_dir) / f"{stem}.msgpack")
 
 
-def _ship_node(
-    ctx: LogPlace,
-    node: str,
-    directory: str,
-    logs: dict[str, dict[str, Any]],
-    missing: dict[str, dict[str, Any]],
-) -> None:
-    """Pull every spool file of one node into the run's events directory."""
-    files = ray.get(_spool_list.options(**_on(node)).remote(directory), timeout=CALL_TIMEOUT_S)
-    events = Path(ctx.events_dir)
-    events.mkdir(parents=True, exist_ok=True)
-    for name, size in files:
-        target = events / name
-        if target.exists():
-            target = events / _alternate(name, node)
-        part = target.with_name(target.name + ".part")
-        got = 0
-        with open(part, "wb") as out:
-            while got < size:
-                chunk = ray.get(
-                    _spool_read.options(**_on(node)).remote(
-                        f"{directory}/{name}", got, min(SHIP_CHUNK, size - got)
-                    ),
-                    timeout=CALL_TIMEOUT_S,
-                )
-                if not chunk:
-                    break
-                out.write(chunk)
-                got += len(chunk)
-        os.replace(part, target)
-        stem = target.name.removesuffix(".msgpack")
-        logs[stem] = {"how": "shipped", "node": node, "bytes": got}
-        if got != size:
-            missing[stem] = {"node": node, "reason": f"shipped {got} of {size} bytes"}
-
-
-def _destination_logs(ctx: LogPlace) -> dict[str, int]:
+def destination_logs(ctx: LogPlace) -> dict[str, int]:
     """Log file stem -> size of what is in the protocol's events directory now."""
     if ctx.storage_mode == "shared" and ctx.events_url:
         loc = resolve(ctx.events_url)

@@ -1,7 +1,7 @@
 """Invariant checkers over a run's events: typed anomaly rows, in Spark.
 
 The Spark jobs only: the anomaly vocabulary and the allowed table are in
-:mod:`analysis.anomalies`, the shared keys and sweeps in :mod:`analysis.frames`,
+:mod:`emulator.anomalies`, the shared keys and sweeps in :mod:`analysis.frames`,
 the ownership intervals in :mod:`analysis.ownership` and the group timelines
 in :mod:`analysis.timelines`.
 
@@ -70,26 +70,6 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from analysis.anomalies import (
-    ALLOWED,
-    COMMIT_BY_NON_OWNER,
-    DOUBLE_OWNERSHIP,
-    DOUBLE_PROCESSING,
-    DUPLICATE,
-    INVALID_ASSIGNMENT,
-    LOSS,
-    LOSS_AT_END,
-    LOSS_COMMITTED_BEFORE_PROCESSED,
-    LOSS_SKIPPED,
-    ORDERING_OVERLAP,
-    STRANDED_PARTITION,
-    UNBALANCED_ASSIGNMENT,
-    WHY_CRASH,
-    WHY_OTHER,
-    WHY_UNCOMMITTED,
-    WHY_ZOMBIE,
-    allowed_kinds,
-)
 from analysis.frames import (
     GTP,
     TP,
@@ -117,6 +97,26 @@ from analysis.timelines import (
     partition_universe,
     settle_points,
     unowned_spans,
+)
+from emulator.anomalies import (
+    ALLOWED,
+    COMMIT_BY_NON_OWNER,
+    DOUBLE_OWNERSHIP,
+    DOUBLE_PROCESSING,
+    DUPLICATE,
+    INVALID_ASSIGNMENT,
+    LOSS,
+    LOSS_AT_END,
+    LOSS_COMMITTED_BEFORE_PROCESSED,
+    LOSS_SKIPPED,
+    ORDERING_OVERLAP,
+    STRANDED_PARTITION,
+    UNBALANCED_ASSIGNMENT,
+    WHY_CRASH,
+    WHY_OTHER,
+    WHY_UNCOMMITTED,
+    WHY_ZOMBIE,
+    allowed_kinds,
 )
 from emulator.events import EventKind as K
 

@@ -352,7 +352,7 @@ def clock_skew(
     """
     import pandas as pd
 
-    from analysis.anomalies import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
+    from emulator.anomalies import DOUBLE_OWNERSHIP, DOUBLE_PROCESSING
     from emulator.clock import skew_bound_ms
 
     an = anomalies.copy()

@@ -99,11 +99,11 @@ def analyze_trials(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from analysis.anomalies import SERIES_SEP
     from analysis.checkers import SharedFrames, run_checkers
     from analysis.datasource import load_events
     from analysis.evidence import assess
     from analysis.metrics import compute_metrics, request_snapshots
+    from emulator.anomalies import SERIES_SEP
 
     out: dict[str, dict[str, Any]] = {}
     todo: list[tuple[dict[str, Any], Path, Any, dict[str, Any]]] = []

@@ -13,7 +13,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.anomalies import SERIES_SEP
+from emulator.anomalies import SERIES_SEP
 
 TP: Final = ["protocol", "topic", "partition"]
 """The keys of one partition's offsets (the data plane)."""
@@ -22,7 +22,7 @@ GTP: Final = ["protocol", "group", "topic", "partition"]
 
 
 def base_protocol_col() -> Column:
-    """The run protocol of the ``protocol`` column (:func:`analysis.anomalies.base_protocol`)."""
+    """The run protocol of the ``protocol`` column (:func:`emulator.anomalies.base_protocol`)."""
     return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
 
 

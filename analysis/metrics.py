@@ -46,7 +46,11 @@ from pyspark.sql import functions as F
 
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
-from analysis.anomalies import (
+from analysis.checkers import SharedFrames, run_checkers
+from analysis.frames import islands
+from analysis.ownership import ownership_intervals_all, protocol_order_inversions
+from analysis.timelines import group_timeline, member_timeline
+from emulator.anomalies import (
     ANOMALY_KINDS,
     DOUBLE_OWNERSHIP,
     DOUBLE_PROCESSING,
@@ -54,10 +58,6 @@ from analysis.anomalies import (
     LOSS,
     ORDERING_OVERLAP,
 )
-from analysis.checkers import SharedFrames, run_checkers
-from analysis.frames import islands
-from analysis.ownership import ownership_intervals_all, protocol_order_inversions
-from analysis.timelines import group_timeline, member_timeline
 from emulator.events import EventKind as K
 
 _COORDINATOR_KINDS = (

@@ -950,7 +950,7 @@ def write_report(
     else:
         md += [
             "`allowed` says whether the protocol's guarantees permit the anomaly "
-            "(see `analysis.anomalies.ALLOWED`). Times are each node's own clock: "
+            "(see `emulator.anomalies.ALLOWED`). Times are each node's own clock: "
             "a double ownership or double processing between members on different "
             "nodes is certain only when longer than the clock-skew bound between "
             "them (metrics `clock_skew.bound_emu_ms`, from the offsets measured at "
@@ -1016,7 +1016,7 @@ def write_report(
     else:
         h.append(
             "<p>Rows in red are anomalies the protocol does not allow "
-            "(<code>analysis.anomalies.ALLOWED</code>); an empty <code>allowed</code> "
+            "(<code>emulator.anomalies.ALLOWED</code>); an empty <code>allowed</code> "
             "means no verdict: that protocol's evidence is incomplete.</p>"
         )
         h.append(html_table(summary, index=False, css="anomalies"))

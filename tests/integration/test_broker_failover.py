@@ -91,7 +91,7 @@ def _zk_state(zk_connect: str, topic: str, partition: int) -> Any:
 def _start_broker(ctx: RunContext, b: int) -> Any:
     import ray
 
-    from actors.broker import BrokerActor
+    from actors.remote import BrokerActor
 
     name = broker_actor_name(ctx.run_id, ctx.protocol, b)
     deadline = time.monotonic() + 30

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.anomalies import (
+from analysis.checkers import ANOMALY_SCHEMA, run_checkers
+from analysis.history import PROTOCOLS, H
+from emulator.anomalies import (
     ALLOWED,
     ANOMALY_KINDS,
     COMMIT_BY_NON_OWNER,
@@ -21,8 +23,6 @@ from analysis.anomalies import (
     UNBALANCED_ASSIGNMENT,
     allowed_kinds,
 )
-from analysis.checkers import ANOMALY_SCHEMA, run_checkers
-from analysis.history import PROTOCOLS, H
 from emulator.events import validate_event
 from emulator.summary import summarize
 

@@ -387,7 +387,7 @@ def test_killed_host_sessions_expire_on_the_server(
     ray_local: None, zk_connect: str, zk_server: ZooKeeperEnsemble, tmp_path: Path
 ) -> None:
     """ray.kill: no closeSession, the server expires the sessions; the log keeps its last events."""
-    from actors.consumer_host import ConsumerHostActor
+    from actors.remote import ConsumerHostActor
 
     scale = 0.2  # session timeout 1.2 s wall
     events_dir = tmp_path / "events"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis.anomalies import DOUBLE_OWNERSHIP
 from analysis.checkers import run_checkers
 from analysis.history import H
 from analysis.ownership import ownership_intervals_all, protocol_order_inversions
+from emulator.anomalies import DOUBLE_OWNERSHIP
 
 pytestmark = [pytest.mark.spark]
 

@@ -1,4 +1,4 @@
-"""analysis.anomalies: the allowed table and its commit-mode adjustments, without Spark."""
+"""emulator.anomalies: the allowed table and its commit-mode adjustments, without Spark."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.anomalies import (
+from emulator.anomalies import (
     ALLOWED,
     ANOMALY_KINDS,
     COMMIT_BY_NON_OWNER,
@@ -50,6 +50,6 @@ def test_commit_mode_adjustments() -> None:
 
 def test_the_vocabulary_loads_no_spark() -> None:
     # The report, the evidence and the experiment analysis read it without Spark.
-    code = "import sys, analysis.anomalies; sys.exit('pyspark' in sys.modules)"
+    code = "import sys, emulator.anomalies; sys.exit('pyspark' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root, check=False).returncode == 0

@@ -1,12 +1,13 @@
 """The anomaly vocabulary of the invariant checkers, and which anomalies each protocol may show.
 
-Pure (no Spark): the checkers (:mod:`analysis.checkers`) write these kinds and
-details into their rows; the metrics, compare's clock-skew check and the
-experiment analysis (series names) read them. :data:`ALLOWED` lists the anomalies each protocol is
-allowed to show, as Kafka's ``verifiable_consumer`` and Jepsen's Kafka
-workload list their allowed error types; :func:`allowed_kinds` adjusts them to
-a run's commit mode. What each kind means, and how it is found, is in
-:mod:`analysis.checkers`.
+Pure, in the core: the Spark checkers (:mod:`analysis.checkers`) write these
+kinds and details into their rows; the metrics, compare's clock-skew check and
+the experiment analysis (series names) read them, and so can a checker that runs
+beside the emulator rather than over its logs. :data:`ALLOWED` lists the
+anomalies each protocol is allowed to show, as Kafka's ``verifiable_consumer``
+and Jepsen's Kafka workload list their allowed error types; :func:`allowed_kinds`
+adjusts them to a run's commit mode. What each kind means, and how it is found,
+is in :mod:`analysis.checkers`.
 """
 
 from __future__ import annotations
