@@ -29,9 +29,9 @@ import ray
 
 from actors import timeline
 from actors.context import RunContext
-from actors.placement import PlacementError, actor_options, check_placement, measure_nodes
+from actors.placement import PlacementError, check_placement
 from actors.ray_session import alive_nodes, ensure_ray, probe_ray
-from actors.remote import BrokerActor, ConsumerHostActor, ProducerActor
+from actors.ray_system import RaySystem
 from actors.run_files import (
     EventStorage,
     RunError,
@@ -42,6 +42,7 @@ from actors.run_files import (
     write_manifest,
 )
 from actors.spool import collect, current_node, spool_root_setting
+from actors.system import ActorSystem
 from actors.timeline import Launch
 from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
@@ -89,6 +90,8 @@ class ProtocolRun:
         run_id: the run's id.
         zk_hosts: the ZooKeeper members' ``host:port``.
         status: called with live counters about twice a second.
+        system: what the actors run on and the driver's clocks
+            (:class:`actors.ray_system.RaySystem` by default).
     """
 
     def __init__(
@@ -101,7 +104,9 @@ class ProtocolRun:
         status: Status | None = None,
         validate_events: bool = False,
         storage: EventStorage | None = None,
+        system: ActorSystem | None = None,
     ) -> None:
+        self.system: ActorSystem = system or RaySystem()
         self.scenario = scenario
         self.protocol = protocol
         self.dir = out_dir / protocol
@@ -202,6 +207,9 @@ class ProtocolRun:
             driver_node=self.storage.driver_node,
             zk_auth=self.zk_auth,
             origin_fixed=False,  # fixed once every actor is up (set_origin)
+            engine=self.system.engine,
+            mono=self.system.mono_source(),
+            wall=self.system.wall_source(),
         )
 
     def delivery_mode(self) -> DeliveryMode:
@@ -228,11 +236,8 @@ class ProtocolRun:
         each assignment, :func:`emulator.controller.new_partition_leader`), which
         the actors start from; they follow the controller's LeaderAndIsr after.
         """
-        import asyncio
-
         from emulator.controller import new_partition_leader
         from zk_registry.brokers import create_topic, setup_common_paths
-        from zk_registry.client import ZkClient
 
         sc = self.scenario
         rng = random.Random(sc.seed)
@@ -247,13 +252,13 @@ class ProtocolRun:
                     leaders[(topic, p)] = st.leader
 
         async def go() -> dict[tuple[str, int], int]:
-            root = ZkClient(zk_hosts, 10.0, auth=self.zk_auth)
+            root = self.system.zk_client(zk_hosts, 10.0, auth=self.zk_auth)
             await root.start_async()
             try:
                 await root.create_persistent_recursive(chroot)
             finally:
                 await root.stop_async()
-            zk = ZkClient(zk_hosts, 10.0, chroot=chroot, auth=self.zk_auth)
+            zk = self.system.zk_client(zk_hosts, 10.0, chroot=chroot, auth=self.zk_auth)
             await zk.start_async()
             try:
                 await setup_common_paths(zk)
@@ -290,7 +295,8 @@ class ProtocolRun:
                 await zk.stop_async()
             return leaders
 
-        return asyncio.run(go())
+        leaders_now: dict[tuple[str, int], int] = self.system.run(go)
+        return leaders_now
 
     def _consumer_id(self, name: str, origin: float, at_s: float) -> str:
         from zk_registry.layout import make_consumer_id
@@ -298,7 +304,7 @@ class ProtocolRun:
         rng = random.Random(f"{self.scenario.seed}/{name}")
         return make_consumer_id(
             self.scenario.group.id,
-            socket.gethostname(),
+            self.system.hostname(),
             int(origin * 1000 + at_s * 1000),
             f"{rng.getrandbits(64):016x}",
         )
@@ -308,7 +314,7 @@ class ProtocolRun:
     def run(self) -> ProtocolResult:
         """Run the scenario under this protocol; always tears down what it started."""
         sc = self.scenario
-        wall0 = time.monotonic()
+        wall0 = self.system.monotonic()
         status = "failed"
         try:
             self._run()
@@ -325,7 +331,7 @@ class ProtocolRun:
                 self._restore_zookeeper()
             summary = summarize(self._read_events())
             self.result = ProtocolResult(
-                self.protocol, status, summary, time.monotonic() - wall0, self.notes
+                self.protocol, status, summary, self.system.monotonic() - wall0, self.notes
             )
         del sc
         return self.result
@@ -381,7 +387,7 @@ class ProtocolRun:
         members = list(sc.all_members())
         n_hosts = sc.host_count
         self.member_host = {m: sc.host_of(m) for m in members}
-        origin = time.time()  # provisional: fixed once every actor is up
+        origin = self.system.wall()  # provisional: fixed once every actor is up
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
         log = ctx.writer("orchestrator", clock)
@@ -407,26 +413,31 @@ class ProtocolRun:
             self.ctx = ctx
             for b in range(sc.cluster.brokers):
                 self.brokers[b] = self._new_broker(b, ctx)
-            ray.get([h.start.remote(False) for h in self.brokers.values()], timeout=120)
-            ray.get([h.start_controller.remote() for h in self.brokers.values()], timeout=120)
+            system = self.system
+            system.get([h.start.remote(False) for h in self.brokers.values()], 120)
+            system.get([h.start_controller.remote() for h in self.brokers.values()], 120)
             topics = {t.name: t.partitions for t in sc.topics if t.name in sc.producer.topics}
-            self.producer = ProducerActor.options(**actor_options(sc.placement, "producer")).remote(
-                0,
-                ctx,
-                topics,
-                sc.producer.rate_per_s,
-                sc.producer.partitioner,
-                sc.producer.batch_size,
-                sc.producer.explicit_partition,
-                self.brokers,
+            self.producer = system.spawn(
+                "producer",
+                (
+                    0,
+                    ctx,
+                    topics,
+                    sc.producer.rate_per_s,
+                    sc.producer.partitioner,
+                    sc.producer.batch_size,
+                    sc.producer.explicit_partition,
+                    self.brokers,
+                ),
+                options=system.actor_options(sc.placement, "producer"),
             )
-            host_opts = actor_options(sc.placement, "consumer_hosts")
+            host_opts = system.actor_options(sc.placement, "consumer_hosts")
             self.hosts = [
-                ConsumerHostActor.options(**host_opts).remote(i, ctx, self.brokers)
+                system.spawn("consumer_host", (i, ctx, self.brokers), options=host_opts)
                 for i in range(n_hosts)
             ]
-            ray.get([h.start.remote() for h in self.hosts], timeout=120)
-            self.placement_report = measure_nodes(
+            system.get([h.start.remote() for h in self.hosts], 120)
+            self.placement_report = system.measure_nodes(
                 {
                     **{f"broker-{b}": a for b, a in self.brokers.items()},
                     "producer-0": self.producer,
@@ -437,19 +448,19 @@ class ProtocolRun:
                 m: f"host-{h}" for m, h in sorted(self.member_host.items())
             }
             # Every actor is up: fix emulated time 0 a moment from now, everywhere.
-            origin = time.time() + 0.5
-            ray.get(
+            origin = system.wall() + 0.5
+            system.get(
                 [
                     a.set_origin.remote(origin)
                     for a in [*self.brokers.values(), self.producer, *self.hosts]
                 ],
-                timeout=60,
+                60,
             )
             log.release(clock.rebase(origin))
-            wait = clock.wall_at(0.0) - time.monotonic()
+            wait = clock.wall_at(0.0) - system.monotonic()
             if wait > 0:
-                time.sleep(wait)
-            ray.get(self.producer.start.remote(), timeout=60)
+                system.sleep(wait)
+            system.get(self.producer.start.remote(), 60)
             launch = Launch(origin, frozenset(crashers))
             self.join(sc.initial_members(), launch, 0.0)
             i = 0
@@ -477,7 +488,7 @@ class ProtocolRun:
                 log.flush()
             self._wait_until(clock, sc.duration_s * 1000.0, sc)
             self._coordinator_snapshot("end", clock.now_ms())
-            produced = ray.get(self.producer.stop.remote(), timeout=60)
+            produced = system.get(self.producer.stop.remote(), 60)
             log.emit(
                 EventKind.ACTION_APPLIED, reason="producer_stopped", count=int(produced["produced"])
             )
@@ -504,7 +515,7 @@ class ProtocolRun:
         """
         self.dead_hosts.add(index)
         self.killed_actors.add(f"host-{index}")
-        ray.kill(self.hosts[index], no_restart=True)
+        self.system.kill(self.hosts[index], no_restart=True)
         self._members_died(index, "host_crash")
 
     def add_partitions(self, topic: str, total: int) -> None:
@@ -514,15 +525,14 @@ class ProtocolRun:
         brings the new partitions online, the producer and the consumers learn
         the new count.
         """
-        import asyncio
-
-        from zk_registry.client import ZkClient
         from zk_registry.controller import add_partitions
 
         sc = self.scenario
 
         async def go() -> None:
-            zk = ZkClient(",".join(self.zk_hosts), 10.0, chroot=self._chroot(), auth=self.zk_auth)
+            zk = self.system.zk_client(
+                ",".join(self.zk_hosts), 10.0, chroot=self._chroot(), auth=self.zk_auth
+            )
             await zk.start_async()
             try:
                 await add_partitions(
@@ -535,7 +545,7 @@ class ProtocolRun:
             finally:
                 await zk.stop_async()
 
-        asyncio.run(go())
+        self.system.run(go)
         calls = [
             self.hosts[h].update_partitions.remote(topic, total)
             for h in range(len(self.hosts))
@@ -543,7 +553,7 @@ class ProtocolRun:
         ]
         if self.producer is not None:
             calls.append(self.producer.update_partitions.remote(topic, total))
-        ray.get(calls, timeout=120)
+        self.system.get(calls, 120)
 
     def join(self, names: Sequence[str], launch: Launch, at_s: float) -> None:
         """Start members on their hosts (one call per host)."""
@@ -581,8 +591,8 @@ class ProtocolRun:
         out: dict[int, Any] = {}
         for i, ref in calls.items():
             try:
-                out[i] = ray.get(ref, timeout=timeout)
-            except ray.exceptions.RayActorError as exc:
+                out[i] = self.system.get(ref, timeout)
+            except self.system.ActorDied as exc:
                 self._host_lost(i, exc)
         return out
 
@@ -640,7 +650,8 @@ class ProtocolRun:
             out[key] = sum(int(s[key]) for s in stats)
         if self.producer is not None:
             with contextlib.suppress(Exception):
-                out["produced"] = int(ray.get(self.producer.stats.remote(), timeout=10)["produced"])
+                stats = self.system.get(self.producer.stats.remote(), 10)
+                out["produced"] = int(stats["produced"])
         return out
 
     def _wait_until(self, clock: Any, emu_ms: float, sc: Scenario) -> None:
@@ -659,18 +670,19 @@ class ProtocolRun:
                 st.update(emu_s=now / 1000.0, duration_s=sc.duration_s, phase="running")
                 self.status(st)
                 remaining = clock.wall_seconds(emu_ms - clock.now_ms())
-                time.sleep(max(0.0, min(0.5, remaining - 0.1)))
+                self.system.sleep(max(0.0, min(0.5, remaining - 0.1)))
             else:
-                time.sleep(max(0.0, remaining))
+                self.system.sleep(max(0.0, remaining))
 
     def _drain(self, clock: Any, sc: Scenario) -> None:
         """Let the consumers finish the backlog, bounded in time."""
         ends: dict[tuple[str, int], int] = {}
-        for r in ray.get([b.log_end_offsets.remote() for b in self.brokers.values()], timeout=60):
+        system = self.system
+        for r in system.get([b.log_end_offsets.remote() for b in self.brokers.values()], 60):
             ends.update(r)
         budget = max(30.0, sc.wall_duration_s)
-        deadline = time.monotonic() + budget
-        while time.monotonic() < deadline:
+        deadline = system.monotonic() + budget
+        while system.monotonic() < deadline:
             hw: dict[tuple[str, int], int] = {}
             calls = {i: self.hosts[i].progress.remote() for i in self._live_indices()}
             for r in self.gather(calls, 60).values():
@@ -687,7 +699,7 @@ class ProtocolRun:
             self.status(st)
             if behind == 0:
                 return
-            time.sleep(0.25)
+            system.sleep(0.25)
         self.notes.append(f"drain stopped after {budget:.0f} s with messages unprocessed")
 
     def _restore_zookeeper(self) -> None:
@@ -710,23 +722,27 @@ class ProtocolRun:
         from actors.metadata import broker_actor_name
 
         name = broker_actor_name(self.run_id, self.protocol, broker_id)
-        deadline = time.monotonic() + 30.0
+        system = self.system
+        deadline = system.monotonic() + 30.0
         while True:
             try:
-                return BrokerActor.options(
-                    name=name, **actor_options(self.scenario.placement, "brokers")
-                ).remote(
-                    broker_id,
-                    ctx,
-                    [],
-                    BASE_BROKER_PORT + broker_id,
-                    None,
-                    {t.name: t.partitions for t in self.scenario.topics},
+                return system.spawn(
+                    "broker",
+                    (
+                        broker_id,
+                        ctx,
+                        [],
+                        BASE_BROKER_PORT + broker_id,
+                        None,
+                        {t.name: t.partitions for t in self.scenario.topics},
+                    ),
+                    name=name,
+                    options=system.actor_options(self.scenario.placement, "brokers"),
                 )
             except ValueError:  # the killed actor's name is not released yet
-                if time.monotonic() > deadline:
+                if system.monotonic() > deadline:
                     raise
-                time.sleep(0.1)
+                system.sleep(0.1)
 
     def crash_broker(self, broker_id: int) -> None:
         """Kill a broker's actor without a goodbye (``kill -9``).
@@ -738,18 +754,18 @@ class ProtocolRun:
         handle = self.brokers.pop(broker_id, None)
         if handle is not None:
             self.killed_actors.add(f"broker-{broker_id}")
-            ray.kill(handle, no_restart=True)
+            self.system.kill(handle, no_restart=True)
 
     def _check_brokers(self) -> None:
         """Record brokers that died without the timeline asking (a lost node)."""
         for b, h in list(self.brokers.items()):
             try:
-                ray.get(h.stats.remote(), timeout=60)
-            except ray.exceptions.RayActorError as exc:
+                self.system.get(h.stats.remote(), 60)
+            except self.system.ActorDied as exc:
                 self.lost_brokers.add(b)
                 self.brokers.pop(b, None)
                 self.notes.append(f"broker {b} was lost ({type(exc).__name__}): not asked for")
-            except ray.exceptions.GetTimeoutError:
+            except self.system.GetTimeout:
                 continue  # slow is not lost
 
     def restart_broker(self, broker_id: int) -> None:
@@ -769,10 +785,10 @@ class ProtocolRun:
         origin = ctx.origin_wall
         for other in list(self.brokers.values()):
             with contextlib.suppress(Exception):
-                origin = float(ray.get(other.origin_wall.remote(), timeout=10))
+                origin = float(self.system.get(other.origin_wall.remote(), 10))
                 break
         handle = self._new_broker(broker_id, ctx)
-        ray.get(handle.set_origin.remote(origin), timeout=60)
+        self.system.get(handle.set_origin.remote(origin), 60)
         self._broker_starts.append(handle.start.remote())
         self.brokers[broker_id] = handle
 
@@ -807,7 +823,7 @@ class ProtocolRun:
         out: dict[str, dict[str, Any]] = {}
         for b, h in list(self.brokers.items()):
             with contextlib.suppress(Exception):
-                out[f"broker-{b}"] = ray.get(h.stats.remote(), timeout=timeout)
+                out[f"broker-{b}"] = self.system.get(h.stats.remote(), timeout)
         return out
 
     def _teardown(self) -> None:
@@ -822,7 +838,8 @@ class ProtocolRun:
         flushed (whole blocks, unclosed).
         """
         budget = INTERRUPTED_TEARDOWN_S if self.interrupted else TEARDOWN_S
-        deadline = time.monotonic() + budget
+        system = self.system
+        deadline = system.monotonic() + budget
         actors = self.resources["actors"]
         live = self._live_indices()
         if not self.interrupted:  # what each host cost, in case its stop times out
@@ -838,7 +855,7 @@ class ProtocolRun:
             stops["producer-0"] = self.producer.stop.remote()
         actors.update((k, st) for k, st in self._wait_all(stops, deadline) if k.startswith("host-"))
         if not self.interrupted:
-            actors.update(self._broker_stats(max(1.0, deadline - time.monotonic())))
+            actors.update(self._broker_stats(max(1.0, deadline - system.monotonic())))
         # Controllers first, so stopping the brokers moves no leader.
         ctl = {b: h.stop_controller.remote() for b, h in self.brokers.items()}
         list(self._wait_all(ctl, deadline))
@@ -846,20 +863,17 @@ class ProtocolRun:
         for a in [*self.hosts, *self.brokers.values(), self.producer]:
             if a is not None:
                 with contextlib.suppress(Exception):
-                    ray.kill(a)
+                    system.kill(a, no_restart=False)
 
-    @staticmethod
-    def _wait_all(calls: dict[Any, Any], deadline: float) -> Iterator[tuple[Any, Any]]:
+    def _wait_all(self, calls: dict[Any, Any], deadline: float) -> Iterator[tuple[Any, Any]]:
         """``(key, result)`` of each call that answered by ``deadline``; failures are skipped."""
         if not calls:
             return
         refs = {ref: key for key, ref in calls.items()}
-        ready, _ = ray.wait(
-            list(refs), num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic())
-        )
+        ready = self.system.wait(list(refs), deadline - self.system.monotonic())
         for ref in ready:
             with contextlib.suppress(Exception):
-                yield refs[ref], ray.get(ref, timeout=0)
+                yield refs[ref], self.system.get(ref, 0)
 
 
 def run_scenario(
@@ -940,6 +954,7 @@ def run_scenario(
         manifest["zookeeper"] = zk_info
         write_manifest(mpath, manifest)
         ensure_ray(ray_address)
+        system = RaySystem()
         n_nodes = len(alive_nodes())
         manifest["ray"] = {"address": ray_address or "local", "nodes": n_nodes}
         mode = "shipped" if n_nodes > 1 else "local"
@@ -966,7 +981,15 @@ def run_scenario(
             raise RunError(str(exc)) from None
         for protocol in protocols:
             pr = ProtocolRun(
-                scenario, protocol, out_path, run_id, zk_hosts, status, validate_events, storage
+                scenario,
+                protocol,
+                out_path,
+                run_id,
+                zk_hosts,
+                status,
+                validate_events,
+                storage,
+                system=system,
             )
             pr.ensemble = ensemble
             pr.zk_base = str(zk_info.get("chroot", ""))
