@@ -231,9 +231,12 @@ RAY_FREE_SHELLS = (
     "actors.legacy_member",
     "actors.metadata",
     "actors.context",
+    "actors.system",
+    "actors.sim",
+    "actors.sim.system",
 )
-"""The actor shells' modules a one-process engine imports: no Ray, no Spark (``actors.remote``
-holds the ``ray.remote`` wrappers, ``actors.spool_ray`` the spool's Ray tasks)."""
+"""The actor shells' modules and the sim engine's (``actors.sim``): what a one-process
+engine imports, with no Ray and no Spark (``actors.remote`` holds the ``ray.remote`` wrappers, ``actors.spool_ray`` the spool's Ray tasks)."""
 
 
 def test_the_actor_shells_load_no_ray_and_no_spark() -> None:
