@@ -236,7 +236,8 @@ RAY_FREE_SHELLS = (
     "actors.sim.system",
 )
 """The actor shells' modules and the sim engine's (``actors.sim``): what a one-process
-engine imports, with no Ray and no Spark (``actors.remote`` holds the ``ray.remote`` wrappers, ``actors.spool_ray`` the spool's Ray tasks)."""
+engine imports, with no Ray and no Spark (``actors.remote`` holds the ``ray.remote``
+wrappers, ``actors.spool_ray`` the spool's Ray tasks)."""
 
 
 def test_the_actor_shells_load_no_ray_and_no_spark() -> None:
