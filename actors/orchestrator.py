@@ -6,7 +6,9 @@ One :func:`run_scenario` call runs one scenario once per protocol, each under
 again at the end, so an interrupted run still says what it was.
 
 The orchestrator lives in the driver process; brokers, producers and consumer
-hosts are Ray actors.
+hosts are actors of the run's :class:`~actors.system.ActorSystem` (Ray actors on
+the real engine). What differs between engines besides (ZooKeeper, Ray,
+storage) is the :class:`~actors.engine.RunEngine`'s; this module imports no Ray.
 """
 
 from __future__ import annotations
@@ -14,10 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import shutil
 import socket
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -25,23 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ray
-
 from actors import timeline
 from actors.context import RunContext
-from actors.placement import PlacementError, check_placement
-from actors.ray_session import alive_nodes, ensure_ray, probe_ray
-from actors.ray_system import RaySystem
+from actors.engine import RunEngine
 from actors.run_files import (
     EventStorage,
     RunError,
-    new_run_id,
     overall_status,
     redacted_argv,
     versions,
     write_manifest,
 )
-from actors.spool import collect, current_node, spool_root_setting
+from actors.spool import collect
 from actors.system import ActorSystem
 from actors.timeline import Launch
 from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
@@ -60,10 +55,6 @@ TEARDOWN_S = 120.0
 """Bound on stopping a protocol's actors at the end of its run."""
 INTERRUPTED_TEARDOWN_S = 2.5
 """The same bound after Ctrl-C/SIGTERM/SIGHUP: the CLI must be gone within seconds."""
-ZK_PROBE_TIMEOUT_S = 10.0
-"""Bound on checking that a user's ``--zookeeper`` is a serving ZooKeeper."""
-ZK_CLEANUP_TIMEOUT_S = 60.0
-"""Bound on deleting one protocol's chroot from a user's ZooKeeper."""
 
 
 @dataclass
@@ -106,7 +97,11 @@ class ProtocolRun:
         storage: EventStorage | None = None,
         system: ActorSystem | None = None,
     ) -> None:
-        self.system: ActorSystem = system or RaySystem()
+        if system is None:
+            from actors.ray_system import RaySystem
+
+            system = RaySystem()
+        self.system: ActorSystem = system
         self.scenario = scenario
         self.protocol = protocol
         self.dir = out_dir / protocol
@@ -889,6 +884,7 @@ def run_scenario(
     zk_auth: Any = None,
     keep_zk_data: bool = False,
     command: list[str] | None = None,
+    engine: RunEngine | None = None,
 ) -> list[ProtocolResult]:
     """Run a scenario under each protocol; write the manifest; return the results.
 
@@ -909,6 +905,9 @@ def run_scenario(
             (by default it is deleted once the protocol's run ended).
         command: what the manifest records as the command (default this
             process's argv; an experiment's trial names the experiment's).
+        engine: the engine (:class:`actors.engine.RunEngine`); ``None``: the real
+            one, :class:`actors.real_engine.RealEngine`, with the ZooKeeper, Ray
+            and storage arguments above (which only it reads).
 
     Raises:
         RunError: the run could not be set up (one-line message).
@@ -916,6 +915,10 @@ def run_scenario(
     for p in protocols:
         if p not in RUN_PROTOCOLS:
             raise RunError(f"unknown protocol {p!r} (choose from {', '.join(RUN_PROTOCOLS)})")
+    if engine is None:
+        from actors.real_engine import RealEngine
+
+        engine = RealEngine(zookeeper, ray_address, shared_storage, zk_auth, keep_zk_data)
     try:
         loc = resolve(out_dir)
         loc.makedirs()
@@ -923,10 +926,11 @@ def run_scenario(
         raise RunError(str(exc)) from None
     out_path = Path(loc.root)  # the local run directory (unused for a URL)
     mpath: Path | Location = loc if loc.is_url else out_path / "manifest.json"
-    run_id = new_run_id(scenario)
+    run_id = engine.run_id(scenario)
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "status": "running",
+        "engine": {"name": engine.name},
         "scenario": scenario.to_dict(),
         "scenario_source": str(scenario.source),
         "seed": scenario.seed,
@@ -939,66 +943,29 @@ def run_scenario(
         "event_log_layout": "<protocol>/events/*.msgpack",
     }
     write_manifest(mpath, manifest)
-    ensemble: Any = None
-    zk_tmp: str | None = None
     results: list[ProtocolResult] = []
     try:
-        if ray_address and not ray.is_initialized():
-            probe_ray(ray_address)  # a wrong address fails before anything is started
-        if loc.is_url and zookeeper is None:  # the embedded ZooKeeper's data stays on local disk
-            zk_tmp = tempfile.mkdtemp(prefix="rebalance-emu-zk-")
-        zk_hosts, zk_info = _zookeeper(scenario, Path(zk_tmp) if zk_tmp else out_path, zookeeper)
-        ensemble = zk_info.pop("_ensemble", None)
-        if zk_auth is not None:
-            zk_info["auth"] = str(zk_auth)  # digest:<user>, never the password
-        manifest["zookeeper"] = zk_info
-        write_manifest(mpath, manifest)
-        ensure_ray(ray_address)
-        system = RaySystem()
-        n_nodes = len(alive_nodes())
-        manifest["ray"] = {"address": ray_address or "local", "nodes": n_nodes}
-        mode = "shipped" if n_nodes > 1 else "local"
-        if loc.is_url or shared_storage:
-            mode = "shared"
-        storage = EventStorage(mode, loc, spool_root_setting(), current_node())
-        manifest["event_storage"] = {
-            "mode": mode,
-            "url": loc.display(),
-            "spool": storage.spool_root or "<tmp>/rebalance-emu-spool on each node",
-            "driver_node": storage.driver_node,
-            "protocols": {},
-        }
-        try:
-            check_placement(
-                scenario.placement,
-                {
-                    "brokers": scenario.cluster.brokers,
-                    "producer": 1,
-                    "consumer_hosts": scenario.host_count,
-                },
-            )
-        except PlacementError as exc:
-            raise RunError(str(exc)) from None
+        save = lambda: write_manifest(mpath, manifest)  # noqa: E731
+        parts = engine.start(scenario, loc, out_path, manifest, save)
         for protocol in protocols:
             pr = ProtocolRun(
                 scenario,
                 protocol,
                 out_path,
                 run_id,
-                zk_hosts,
+                parts.zk_hosts,
                 status,
                 validate_events,
-                storage,
-                system=system,
+                parts.storage,
+                system=parts.system,
             )
-            pr.ensemble = ensemble
-            pr.zk_base = str(zk_info.get("chroot", ""))
-            pr.zk_auth = zk_auth
+            pr.ensemble = parts.ensemble
+            pr.zk_base = parts.zk_base
+            pr.zk_auth = parts.zk_auth
             try:
                 result = pr.run()
             finally:
-                if zookeeper is not None:
-                    _clean_chroot(pr, manifest["zookeeper"], keep_zk_data)
+                engine.protocol_done(pr, manifest)
                 r = pr.result
                 if r is not None:
                     manifest["protocols"][protocol] = {
@@ -1013,7 +980,8 @@ def run_scenario(
                         "killed_actors": sorted(pr.killed_actors),
                         "resources": pr.resources,
                     }
-                    manifest["event_storage"]["protocols"][protocol] = pr.storage_report
+                    storage_info = manifest.setdefault("event_storage", {"protocols": {}})
+                    storage_info["protocols"][protocol] = pr.storage_report
                     write_manifest(mpath, manifest)
             results.append(result)
         manifest["status"] = overall_status([r.status for r in results])
@@ -1031,72 +999,5 @@ def run_scenario(
     finally:
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_manifest(mpath, manifest)
-        if ensemble is not None:
-            with contextlib.suppress(Exception):
-                ensemble.stop()
-        if zk_tmp is not None:
-            shutil.rmtree(zk_tmp, ignore_errors=True)
+        engine.close()
     return results
-
-
-def _zookeeper(
-    scenario: Scenario, out_dir: Path, connect: str | None
-) -> tuple[list[str], dict[str, Any]]:
-    """Start the embedded ensemble, or check a given one; return hosts and manifest info."""
-    from zk_registry.server import ZooKeeperEnsemble, ZooKeeperError, tick_time_for
-
-    session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
-    if connect:
-        from zk_registry.server import parse_connect_string, probe_zookeeper
-
-        try:
-            hosts, base = parse_connect_string(connect)
-        except ValueError as exc:
-            raise RunError(f"--zookeeper {connect!r}: {exc}") from None
-        try:
-            probe_zookeeper(hosts, timeout_s=ZK_PROBE_TIMEOUT_S)
-        except ZooKeeperError as exc:
-            raise RunError(str(exc).splitlines()[0]) from None
-        return hosts, {
-            "connect": connect,
-            "chroot": base,
-            "embedded": False,
-            "scaled_session_timeout_ms": session_ms * scenario.time_scale,
-        }
-    tick = tick_time_for(session_ms, scenario.time_scale)
-    ens = ZooKeeperEnsemble(scenario.cluster.zookeeper_ensemble, out_dir / "zk", tick)
-    try:
-        ens.start()
-    except ZooKeeperError as exc:
-        raise RunError(f"embedded ZooKeeper did not start: {str(exc).splitlines()[0]}") from None
-    return list(ens.hosts), {
-        "connect": ens.connect_string,
-        "embedded": True,
-        "members": ens.size,
-        "tick_time_ms": tick,
-        "scaled_session_timeout_ms": session_ms * scenario.time_scale,
-        "_ensemble": ens,
-    }
-
-
-def _clean_chroot(pr: ProtocolRun, info: dict[str, Any], keep: bool) -> None:
-    """Delete a protocol's chroot on a user's ZooKeeper (unless ``keep``); say so in ``info``."""
-    from zk_registry.client import delete_chroot
-
-    done = info.setdefault("chroots", {})
-    if keep:
-        done[pr.protocol] = {"path": pr._chroot(), "kept": True}
-        return
-    try:
-        # Relative to the user's own chroot: emptied parents are pruned up to it, never past.
-        n = delete_chroot(
-            ",".join(pr.zk_hosts) + pr.zk_base,
-            pr._chroot().removeprefix(pr.zk_base),
-            ZK_CLEANUP_TIMEOUT_S,
-            pr.zk_auth,
-        )
-        done[pr.protocol] = {"path": pr._chroot(), "deleted_znodes": n}
-    except Exception as exc:  # never lose the run's result over the cleanup
-        first = (str(exc).strip().splitlines() or [""])[0]
-        done[pr.protocol] = {"path": pr._chroot(), "error": f"{type(exc).__name__}: {first}"}
-        pr.notes.append(f"its ZooKeeper chroot {pr._chroot()} could not be deleted: {first}")

@@ -51,15 +51,14 @@ class EventStorage:
 
 def versions() -> dict[str, str]:
     """The versions of Python, the event schema, the libraries and this package."""
-    out = {"python": platform.python_version(), "event_schema": str(SCHEMA_VERSION)}
-    for mod in ("ray", "kazoo", "msgpack", "pyspark", "pyarrow"):
-        with contextlib.suppress(Exception):
-            m = __import__(mod)
-            out[mod] = str(getattr(m, "__version__", "?"))
-    with contextlib.suppress(Exception):
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-        out["kafka-rebalance-emulator"] = version("kafka-rebalance-emulator")
+    out = {"python": platform.python_version(), "event_schema": str(SCHEMA_VERSION)}
+    # The installed distributions' versions, read without importing them (Ray and
+    # Spark take seconds to import; the sim engine loads neither).
+    for dist in ("ray", "kazoo", "msgpack", "pyspark", "pyarrow", "kafka-rebalance-emulator"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[dist] = version(dist)
     return out
 
 

@@ -232,6 +232,8 @@ RAY_FREE_SHELLS = (
     "actors.metadata",
     "actors.context",
     "actors.system",
+    "actors.engine",
+    "actors.orchestrator",
     "actors.sim",
     "actors.sim.system",
 )
