@@ -72,6 +72,12 @@ class RunEngine(Protocol):
         """
         ...
 
+    def begin_protocol(self, protocol: str, parts: EngineParts) -> EngineParts:
+        """What one protocol's run uses: ``parts`` itself, or a fresh world for it
+        (the sim gives each protocol its own loop, streams and ensemble, so that a
+        protocol's run does not depend on which others ran before it)."""
+        ...
+
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
         """Clean up after one protocol's run (recorded in ``manifest``)."""
         ...

@@ -948,20 +948,21 @@ def run_scenario(
         save = lambda: write_manifest(mpath, manifest)  # noqa: E731
         parts = engine.start(scenario, loc, out_path, manifest, save)
         for protocol in protocols:
+            mine = engine.begin_protocol(protocol, parts)
             pr = ProtocolRun(
                 scenario,
                 protocol,
                 out_path,
                 run_id,
-                parts.zk_hosts,
+                mine.zk_hosts,
                 status,
                 validate_events,
-                parts.storage,
-                system=parts.system,
+                mine.storage,
+                system=mine.system,
             )
-            pr.ensemble = parts.ensemble
-            pr.zk_base = parts.zk_base
-            pr.zk_auth = parts.zk_auth
+            pr.ensemble = mine.ensemble
+            pr.zk_base = mine.zk_base
+            pr.zk_auth = mine.zk_auth
             try:
                 result = pr.run()
             finally:

@@ -122,6 +122,11 @@ class RealEngine:
             zk_auth=self.zk_auth,
         )
 
+    def begin_protocol(self, protocol: str, parts: EngineParts) -> EngineParts:
+        """The shared ensemble and Ray (each protocol has its own chroot)."""
+        del protocol
+        return parts
+
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
         """On a user's ZooKeeper, delete (or keep) the protocol's chroot."""
         if self.zookeeper is not None:
