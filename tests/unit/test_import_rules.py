@@ -231,6 +231,7 @@ RAY_FREE_SHELLS = (
     "actors.legacy_member",
     "actors.metadata",
     "actors.context",
+    "actors.io",
 )
 """The actor shells' modules a one-process engine imports: no Ray, no Spark (``actors.remote``
 holds the ``ray.remote`` wrappers, ``actors.spool_ray`` the spool's Ray tasks)."""
