@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actors.context import RunContext, process_usage
+from actors.io import ActorIO, RealIO
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
 from emulator.broker.coordinators import (
@@ -82,6 +82,9 @@ class BrokerCore(Locatable):
         offsets_leaders: ``__consumer_offsets`` partition -> leader, for the
             coordinators; by default taken from ``ctx.leaders``.
         partitions_per_topic: the metadata image of the coordinators.
+        io: its ZooKeeper sessions, peer look-ups, wall clock, host name, event
+            tap and coordinator factory (default :class:`~actors.io.RealIO`:
+            kazoo, Ray, the machine's; a simulation passes its own).
     """
 
     def __init__(
@@ -92,12 +95,17 @@ class BrokerCore(Locatable):
         port: int,
         offsets_leaders: dict[int, int] | None = None,
         partitions_per_topic: dict[str, int] | None = None,
+        *,
+        io: ActorIO | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.ctx = ctx
         self.port = port
+        self.io: ActorIO = io if io is not None else RealIO()
         self.clock = ctx.clock()
-        self.events = ctx.writer(f"broker-{broker_id}", self.clock)
+        self.events = ctx.writer(
+            f"broker-{broker_id}", self.clock, node=self.io.hostname(), tap=self.io.tap
+        )
         # The metadata image the group coordinators assign from (KIP-848),
         # shared by the manager (grown topics) and the coordinator factory.
         counts = dict(partitions_per_topic or ctx.partitions_per_topic)
@@ -106,9 +114,8 @@ class BrokerCore(Locatable):
             if offsets_leaders is None:
                 offsets_leaders = {p: b for (t, p), b in ctx.leaders.items() if t == OFFSETS_TOPIC}
             if offsets_leaders:
-                factory = make_coordinator_factory(
-                    ctx.protocol, dict(ctx.kafka), broker_id, ctx.seed, counts
-                )
+                make = self.io.coordinator_factory or make_coordinator_factory
+                factory = make(ctx.protocol, dict(ctx.kafka), broker_id, ctx.seed, counts)
                 coordinators = CoordinatorHost(
                     broker_id, offsets_leaders, factory, self._emit_group
                 )
@@ -122,7 +129,7 @@ class BrokerCore(Locatable):
             counts,
         )
         self._zk: ZkClient | None = None
-        self.peers = LeaderCache(ctx, {})
+        self.peers = LeaderCache(ctx, {}, io=self.io)
         self.controller: BrokerController | None = None
         self.fetch_calls = 0
         self.produce_calls = 0
@@ -197,17 +204,16 @@ class BrokerCore(Locatable):
         Returns the broker id.
         """
         from zk_registry.brokers import register_broker
-        from zk_registry.client import ZkClient
 
         session_s = self.ctx.scaled_s(self.ctx.settings.broker.zookeeper_session_timeout_ms)
-        zk = self._zk = ZkClient(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
+        zk = self._zk = self.io.zk_client(self.ctx.zk_connect, session_s, auth=self.ctx.zk_auth)
         await zk.start_async()
         await register_broker(
             zk,
             self.broker_id,
             "127.0.0.1",
             self.port,
-            timestamp_ms=int(time.time() * 1000),
+            timestamp_ms=self.io.wall_ms(),
             session_timeout_s=session_s,
         )
         await self._load_from_zk(zk)
@@ -283,6 +289,7 @@ class BrokerCore(Locatable):
             self.controller_config(),
             self.on_leader_and_isr,
             self.events.emit,
+            now_ms=self.io.wall_ms,
         )
         await self.controller.start()
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from actors.context import RunContext, process_usage
+from actors.io import ActorIO, RealIO, ZkLink
 from actors.legacy_member import LegacyMember
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
@@ -33,7 +33,6 @@ from emulator.modern.messages import GroupRequest
 
 if TYPE_CHECKING:
     from zk_registry.client import ZkClient, ZkOpCounter
-    from zk_registry.proxy import FaultProxy
 
 TopicPartition = tuple[str, int]
 TICK_S = 0.02
@@ -48,18 +47,31 @@ class ConsumerHostCore(Locatable):
         index: host number (actor ``host-<index>``).
         ctx: the run.
         brokers: broker id -> actor handle.
+        io: its members' ZooKeeper sessions and fault links, session expiry,
+            broker look-ups, wall clock, host name and event tap (default
+            :class:`~actors.io.RealIO`: kazoo, a TCP proxy, Ray, the machine's).
     """
 
-    def __init__(self, index: int, ctx: RunContext, brokers: dict[int, Any]) -> None:
+    def __init__(
+        self,
+        index: int,
+        ctx: RunContext,
+        brokers: dict[int, Any],
+        *,
+        io: ActorIO | None = None,
+    ) -> None:
         self.index = index
         self.ctx = ctx
         self.brokers = brokers
+        self.io: ActorIO = io if io is not None else RealIO()
         # Partition leaders and broker handles (shares and refreshes self.brokers).
-        self.leader_cache = LeaderCache(ctx, self.brokers)
+        self.leader_cache = LeaderCache(ctx, self.brokers, io=self.io)
         self.clock = ctx.clock()
-        self.events = ctx.writer(f"host-{index}", self.clock)
+        self.events = ctx.writer(
+            f"host-{index}", self.clock, node=self.io.hostname(), tap=self.io.tap
+        )
         self.config = ctx.settings.legacy
-        io = _HostIO(self)
+        transport = _HostIO(self)
         self.core = HostCore(
             HostConfig.from_settings(
                 ctx.protocol,
@@ -73,13 +85,13 @@ class ConsumerHostCore(Locatable):
                 rebalance_listener=ctx.rebalance_listener,
                 seed=ctx.seed,
             ),
-            io,
+            transport,
             self.events,
             self.clock.now_ms,
             session=f"host-{index}",
             partitions_per_topic=ctx.partitions_per_topic,
         )
-        self.faults = HostFaults(self.core, io)
+        self.faults = HostFaults(self.core, transport)
         self.members = self.core.members
         self.specs = self.core.specs
         self.gone = self.core.gone
@@ -169,7 +181,7 @@ class ConsumerHostCore(Locatable):
         if self.core.spec.members_use_zookeeper:
             # consumerIdString is made when the connector is constructed, with
             # System.currentTimeMillis: the wall clock of the consumer's creation.
-            now_ms = int(time.time() * 1000)
+            now_ms = self.io.wall_ms()
             specs = [replace(s, consumer_id=restamp(s.consumer_id, now_ms)) for s in specs]
         self.core.expect(specs)
         if self.core.spec.has_coordinator:
@@ -178,26 +190,25 @@ class ConsumerHostCore(Locatable):
 
     async def _add_legacy(self, specs: list[MemberSpec]) -> list[str]:
         """Connect each 0.8 consumer's ZooKeeper session, then start them together."""
-        from zk_registry.client import ZkClient, asyncio_dispatch
+        from zk_registry.client import asyncio_dispatch
         from zk_registry.legacy_driver import LegacyZkDriver
-        from zk_registry.proxy import FaultProxy
 
         loop = asyncio.get_running_loop()
         gate = asyncio.Semaphore(16)  # emulator bound: connects in flight at once
 
         async def connect_one(
             spec: MemberSpec,
-        ) -> tuple[ZkClient, FaultProxy | None, list[LegacyMember]]:
+        ) -> tuple[ZkClient, ZkLink | None, list[LegacyMember]]:
             async with gate:
                 return await connect_unbounded(spec)
 
         async def connect_unbounded(
             spec: MemberSpec,
-        ) -> tuple[ZkClient, FaultProxy | None, list[LegacyMember]]:
+        ) -> tuple[ZkClient, ZkLink | None, list[LegacyMember]]:
             proxy = None
             connect = self.ctx.zk_connect
             if spec.use_proxy or spec.zk_latency_ms > 0:
-                proxy = FaultProxy(list(self.ctx.zk_hosts))
+                proxy = self.io.zk_link(self.ctx.zk_hosts)
                 proxy.latency_s = self.ctx.scaled_s(spec.zk_latency_ms)
                 await proxy.start()
                 chroot = connect[connect.index("/") :] if "/" in connect else ""
@@ -213,7 +224,7 @@ class ConsumerHostCore(Locatable):
                     box[0].on_new_session()
 
             # Callbacks run on this loop (asyncio_dispatch), never on kazoo's threads.
-            zk = ZkClient(
+            zk = self.io.zk_client(
                 connect,
                 self.session_timeout_s,
                 dispatch=asyncio_dispatch(loop),
@@ -265,6 +276,7 @@ class ConsumerHostCore(Locatable):
                 self.session_timeout_s,
                 on_watch=on_watch,
                 retry_deadline_s=self.retry_deadline_s,
+                wall_ms=self.io.wall_ms,
             )
             member = LegacyMember(
                 spec.name, machine, zk, driver, self.core.emit, self.clock.now_ms, proxy
@@ -438,16 +450,14 @@ class ConsumerHostCore(Locatable):
 
     def _new_consumer_id(self, spec: MemberSpec) -> str:
         """A restarted 0.8 consumer's id: same host, a new timestamp and UUID."""
-        import socket
-
         from zk_registry.layout import make_consumer_id
 
         rest = spec.consumer_id.removeprefix(f"{self.ctx.group}_")
         parts = rest.rsplit("-", 2)
-        host = parts[0] if len(parts) == 3 else socket.gethostname()
+        host = parts[0] if len(parts) == 3 else self.io.hostname()
         rng = random.Random(f"{self.ctx.seed}/{spec.name}/restart/{self.core.restarts[spec.name]}")
         return make_consumer_id(
-            self.ctx.group, host, int(time.time() * 1000), f"{rng.getrandbits(64):016x}"
+            self.ctx.group, host, self.io.wall_ms(), f"{rng.getrandbits(64):016x}"
         )
 
     async def subscribe(self, names: list[str], topics: list[str]) -> bool:
@@ -486,8 +496,6 @@ class ConsumerHostCore(Locatable):
 
     async def expire_session(self, name: str) -> bool:
         """Expire a consumer's session on the server, as a long network cut does."""
-        from zk_registry.faults import expire_session
-
         member = self.members.get(name)
         if not isinstance(member, LegacyMember) or member.zk is None:
             return False
@@ -495,10 +503,7 @@ class ConsumerHostCore(Locatable):
         if cid is None:
             return False
         sid, pwd = cid
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(
-            None, lambda: expire_session(",".join(self.ctx.zk_hosts), sid, pwd)
-        )
+        await self.io.expire_session(",".join(self.ctx.zk_hosts), sid, pwd)
         return True
 
     # ------------------------------------------------------------------ stats

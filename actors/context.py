@@ -13,6 +13,7 @@ from typing import Any
 from actors.spool import log_target
 from emulator.clock import ScaledClock
 from emulator.eventlog import EventWriter
+from emulator.events import Event
 from emulator.settings import RunSettings
 from zk_registry.auth import ZkAuth
 
@@ -119,18 +120,28 @@ class RunContext:
             wall=self.wall or time.time,
         )
 
-    def writer(self, actor: str, clock: ScaledClock | None = None) -> EventWriter:
+    def writer(
+        self,
+        actor: str,
+        clock: ScaledClock | None = None,
+        *,
+        node: str | None = None,
+        tap: Callable[[Event], None] | None = None,
+    ) -> EventWriter:
         """An event writer for one actor, in this run's events directory.
 
         Its ``t_emu_ms`` comes from ``clock`` (default: :meth:`clock`), and its
         ``ts_wall``/``ts_mono`` stamps and flush interval from that clock's sources.
+        ``node`` is the machine name stamped on every event (default: this
+        machine's, ``socket.gethostname()``); ``tap`` sees every event written
+        (:class:`~emulator.eventlog.EventWriter`).
         """
         c = clock or self.clock()
         path, on_close = log_target(self, actor)
         return EventWriter(
             path,
             run_id=self.run_id,
-            node=socket.gethostname(),
+            node=socket.gethostname() if node is None else node,
             actor=actor,
             protocol=self.protocol,
             emu_clock=c.now_ms,
@@ -139,6 +150,7 @@ class RunContext:
             validate=self.validate_events,
             on_close=on_close,
             hold=not self.origin_fixed,
+            tap=tap,
         )
 
     def scaled_s(self, kafka_ms: float) -> float:

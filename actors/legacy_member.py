@@ -4,7 +4,9 @@
 the :class:`~emulator.legacy.consumer.LegacyConsumer` machine decides; this
 subclass gives it what only the actor has: a ZooKeeper session of its own (so
 its ephemeral nodes live and expire alone), the driver that performs its
-requests as asyncio tasks, and the fault proxy its session may go through.
+requests as asyncio tasks, and the fault link its session may go through
+(:class:`actors.io.ZkLink`: on the real engine a
+:class:`zk_registry.proxy.FaultProxy`).
 """
 
 from __future__ import annotations
@@ -19,15 +21,15 @@ from emulator.legacy.consumer import LegacyConsumer
 from emulator.legacy.messages import IoResult, Request
 
 if TYPE_CHECKING:
+    from actors.io import ZkLink
     from zk_registry.client import ZkClient
     from zk_registry.legacy_driver import LegacyZkDriver
-    from zk_registry.proxy import FaultProxy
 
 
 class _ProxyLink:
-    """A :class:`~emulator.host.legacy_shell.SessionLink` over a fault proxy."""
+    """A :class:`~emulator.host.legacy_shell.SessionLink` over a fault link."""
 
-    def __init__(self, proxy: FaultProxy) -> None:
+    def __init__(self, proxy: ZkLink) -> None:
         self.proxy = proxy
 
     def blackhole(self, on: bool) -> None:
@@ -46,7 +48,7 @@ class LegacyMember(LegacyShell):
         driver: a :class:`zk_registry.legacy_driver.LegacyZkDriver` on ``zk``.
         emit: writes an event (kind, fields).
         now_ms: the emulated clock.
-        proxy: the fault proxy its session goes through, if any.
+        proxy: the fault link (proxy) its session goes through, if any.
     """
 
     def __init__(
@@ -57,7 +59,7 @@ class LegacyMember(LegacyShell):
         driver: LegacyZkDriver | None,
         emit: EmitFn,
         now_ms: Callable[[], float],
-        proxy: FaultProxy | None = None,
+        proxy: ZkLink | None = None,
     ) -> None:
         super().__init__(
             name,

@@ -6,7 +6,8 @@ asks in which order) are :class:`emulator.host.metadata.LeaderMap`.
 (``metadata()``) in a background task, and keep the broker actor handles: a
 restarted broker is a new Ray actor under the same name
 (:func:`broker_actor_name`), so a handle that failed is looked up again by
-name. ``refresh.leader.backoff.ms`` is scaled by the run's ``time_scale``.
+name (:meth:`actors.io.ActorIO.lookup_actor`). ``refresh.leader.backoff.ms``
+is scaled by the run's ``time_scale``.
 Its times are the running loop's clock (the monotonic clock on a real loop):
 its methods are called on the actor's loop.
 """
@@ -14,11 +15,10 @@ its methods are called on the actor's loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 from typing import Any
 
 from actors.context import RunContext
+from actors.io import ActorIO, RealIO
 from emulator.host.metadata import LeaderMap
 
 TopicPartition = tuple[str, int]
@@ -30,7 +30,7 @@ METADATA_CALL_TIMEOUT_S = 2.0
 #: the time scale (emulator bound).
 MIN_REFRESH_INTERVAL_S = 0.1
 #: The least wall time between two name look-ups of the same broker actor
-#: (emulator bound: ``ray.get_actor`` is a GCS round trip).
+#: (emulator bound: on the real engine ``ray.get_actor`` is a GCS round trip).
 HANDLE_LOOKUP_INTERVAL_S = 0.5
 
 
@@ -50,15 +50,25 @@ class LeaderCache(LeaderMap):
             entry in place, so the owner's other uses of the dict see it.
         backoff_ms: the least emulated time between two refreshes
             (``refresh.leader.backoff.ms``, 200 in 0.8.2).
+        io: where a broker's handle is looked up again by name (default:
+            :class:`~actors.io.RealIO`, Ray's named actors).
     """
 
-    def __init__(self, ctx: RunContext, brokers: dict[int, Any], backoff_ms: float = 200.0) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        brokers: dict[int, Any],
+        backoff_ms: float = 200.0,
+        *,
+        io: ActorIO | None = None,
+    ) -> None:
         # Floor (emulator bound): a small time_scale must not turn a failover into
         # a storm of metadata calls.
         super().__init__(
             ctx.leaders, ctx.leaders, max(MIN_REFRESH_INTERVAL_S, ctx.scaled_s(backoff_ms))
         )
         self.ctx = ctx
+        self.io: ActorIO = io if io is not None else RealIO()
         self.brokers = brokers
         self._refreshing: asyncio.Task[None] | None = None
         self._last_lookup: dict[int, float] = {}
@@ -66,23 +76,18 @@ class LeaderCache(LeaderMap):
     def handle(self, broker: int) -> Any:
         """The actor handle of ``broker``, looked up again by name after a failure.
 
-        The look-up asks Ray only in a process connected to it (never imports it).
-        Returns ``None`` when the broker has no live actor (yet).
+        The look-up goes to :meth:`actors.io.ActorIO.lookup_actor` (on the real
+        engine: Ray, only in a process connected to it), at most once every
+        :data:`HANDLE_LOOKUP_INTERVAL_S` per broker. Returns ``None`` when the
+        broker has no live actor (yet).
         """
         if self.is_dead(broker) or broker not in self.brokers:
             now = asyncio.get_running_loop().time()
             if now - self._last_lookup.get(broker, 0.0) >= HANDLE_LOOKUP_INTERVAL_S:
                 self._last_lookup[broker] = now
-                # Ray's own module if this process has loaded it: a process that
-                # never imported Ray is not connected to it, so there is nothing
-                # to look up (and no reason to load Ray for that).
-                ray = sys.modules.get("ray")
-                h = None
-                if ray is not None and ray.is_initialized():
-                    with contextlib.suppress(Exception):
-                        h = ray.get_actor(
-                            broker_actor_name(self.ctx.run_id, self.ctx.protocol, broker)
-                        )
+                h = self.io.lookup_actor(
+                    broker_actor_name(self.ctx.run_id, self.ctx.protocol, broker)
+                )
                 if h is not None:
                     self.brokers[broker] = h
                     self.revived(broker)

@@ -385,7 +385,7 @@ class ProtocolRun:
         origin = self.system.wall()  # provisional: fixed once every actor is up
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
-        log = ctx.writer("orchestrator", clock)
+        log = ctx.writer("orchestrator", clock, node=self.system.hostname())
         self._log = log
         try:
             delivery = self.delivery_mode()

@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from actors.context import RunContext
+from actors.io import ActorIO, RealIO
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
 from emulator.events import EventKind
@@ -50,6 +51,8 @@ class ProducerCore(Locatable):
         explicit_partition: the partition for ``explicit``.
         brokers: broker id -> actor handle.
         key_space: how many distinct keys ``key-hash`` draws from (emulator knob).
+        io: broker look-ups, host name and event tap (default
+            :class:`~actors.io.RealIO`: Ray, the machine's).
     """
 
     def __init__(
@@ -63,8 +66,11 @@ class ProducerCore(Locatable):
         explicit_partition: int | None,
         brokers: dict[int, Any],
         key_space: int = 1000,
+        *,
+        io: ActorIO | None = None,
     ) -> None:
         self.ctx = ctx
+        self.io: ActorIO = io if io is not None else RealIO()
         self.topics = topics
         self.rate_per_s = rate_per_s
         self.partitioner = partitioner
@@ -74,7 +80,9 @@ class ProducerCore(Locatable):
         self.rng = random.Random(ctx.seed * 7919 + index)
         self.key_space = key_space
         self.clock = ctx.clock()
-        self.events = ctx.writer(f"producer-{index}", self.clock)
+        self.events = ctx.writer(
+            f"producer-{index}", self.clock, node=self.io.hostname(), tap=self.io.tap
+        )
         self._rr: dict[str, int] = defaultdict(int)
         self._backlog: dict[TopicPartition, int] = defaultdict(int)
         self._topic_cycle = 0
@@ -85,7 +93,7 @@ class ProducerCore(Locatable):
         self.produced = 0
         self.failed = 0
         self.retried = 0
-        self.leader_cache = LeaderCache(ctx, self.brokers)
+        self.leader_cache = LeaderCache(ctx, self.brokers, io=self.io)
         self._inflight: set[int] = set()
         self._sends: set[asyncio.Task[None]] = set()
 

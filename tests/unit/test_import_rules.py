@@ -236,6 +236,7 @@ RAY_FREE_SHELLS = (
     "actors.orchestrator",
     "actors.sim",
     "actors.sim.system",
+    "actors.io",
 )
 """The actor shells' modules and the sim engine's (``actors.sim``): what a one-process
 engine imports, with no Ray and no Spark (``actors.remote`` holds the ``ray.remote``
