@@ -43,7 +43,9 @@ class LeaderMap:
         self.backoff_s = backoff_s
         self.stale = False
         self.refreshes = 0
-        self._last_refresh = 0.0
+        # never refreshed: the first refresh is due at once, whatever the clock's origin
+        # (a virtual clock starts at 0, the machine's monotonic clock far above)
+        self._last_refresh = float("-inf")
         self._dead: set[int] = set()
         self._rr = 0
 

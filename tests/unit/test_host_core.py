@@ -678,6 +678,12 @@ def test_refreshes_are_rate_limited_and_ask_failed_brokers_last() -> None:
     assert lm.begin_refresh(11.0, [0, 1, 2]) == [2, 0, 1]
 
 
+def test_the_first_refresh_is_due_at_once_on_a_clock_that_starts_at_zero() -> None:
+    lm = LeaderMap({}, {}, backoff_s=0.2)
+    lm.failed(1)
+    assert lm.refresh_due(0.0)  # a virtual clock: no back-off before any refresh
+
+
 # --------------------------------------------------------- real machines
 
 
