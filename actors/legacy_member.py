@@ -72,12 +72,18 @@ class LegacyMember(LegacyShell):
         self.zk = zk
         self.driver = driver
         self.proxy = proxy
-        self.tasks: set[asyncio.Task[None]] = set()
+        # requests in flight, in the order they were made (a dict: a set of tasks
+        # iterates in address order, which would make kill() cancel in a
+        # different order from one process to the next)
+        self.tasks: dict[asyncio.Task[None], None] = {}
 
     def _submit(self, req: Request) -> None:
         task = asyncio.ensure_future(self._perform_io(req))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[task] = None
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self.tasks.pop(task, None)
 
     async def _perform_io(self, req: Request) -> None:
         try:

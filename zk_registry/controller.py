@@ -1077,7 +1077,7 @@ class BrokerController:
     async def _on_topic_change(self, children: tuple[str, ...] | None, gen: int) -> None:
         """``TopicChangeListener``: forget deleted topics, bring new ones' partitions Online."""
         current = set(children or ())
-        for topic in set(self._assignments) - current:
+        for topic in sorted(set(self._assignments) - current):
             self._assignments.pop(topic, None)
             for tp in [tp for tp in self._states if tp[0] == topic]:
                 del self._states[tp]
