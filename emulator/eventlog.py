@@ -336,9 +336,24 @@ class EventWriter(_Stamping):
             hook, self._on_close = self._on_close, None
             hook(self.path)
 
+    def abandon(self) -> None:
+        """What a killed process leaves: the buffer is lost, no closing block is written.
+
+        The file keeps the blocks flushed so far, and the log reads as not
+        closed, as after ``kill -9``. Later emits raise, as after :meth:`close`.
+        The sim engine calls it when it kills an actor.
+        """
+        if self._file is None:
+            return
+        self._buf.clear()
+        self._buf_bytes = 0
+        self._file.close()
+        self._file = None
+        self._on_close = None
+
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` ran."""
+        """True once :meth:`close` or :meth:`abandon` ran."""
         return self._file is None
 
 

@@ -115,6 +115,22 @@ def test_a_log_without_its_closing_block_is_not_closed(tmp_path: Path) -> None:
     assert got == list(range(12)) and stats.reports[0].closed is False
 
 
+def test_an_abandoned_log_keeps_its_flushed_blocks_and_is_not_closed(tmp_path: Path) -> None:
+    path = tmp_path / "a.msgpack"
+    w = _writer(path, FakeClock(), flush_interval_s=3600.0)
+    for n in range(4):
+        w.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=n, offset_end=n + 1)
+    w.flush()
+    w.emit(EventKind.PRODUCED, topic="t", partition=0, offset_start=4, offset_end=5)
+    w.abandon()  # killed: the unflushed event is lost, no closing block
+    w.close()  # a finally that runs later writes nothing
+    assert w.closed
+    with pytest.raises(ValueError, match="closed"):
+        w.emit(EventKind.RUN_FINISHED)
+    got, stats = _read(path)
+    assert got == [0, 1, 2, 3] and stats.reports[0].closed is False and not stats.damage
+
+
 def test_bit_flip_skips_one_block_and_names_it(tmp_path: Path) -> None:
     path = tmp_path / "a.msgpack"
     starts = _three_blocks(path)
