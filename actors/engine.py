@@ -63,7 +63,7 @@ class RunEngine(Protocol):
         out_path: Path,
         manifest: dict[str, Any],
         save: Callable[[], None],
-    ) -> EngineParts:
+    ) -> None:
         """Start what the protocols share; record it in ``manifest``.
 
         ``save`` writes the manifest: called once a part is up, so an
@@ -72,10 +72,12 @@ class RunEngine(Protocol):
         """
         ...
 
-    def begin_protocol(self, protocol: str, parts: EngineParts) -> EngineParts:
-        """What one protocol's run uses: ``parts`` itself, or a fresh world for it
-        (the sim gives each protocol its own loop, streams and ensemble, so that a
-        protocol's run does not depend on which others ran before it)."""
+    def begin_protocol(self, protocol: str) -> EngineParts:
+        """What one protocol's run uses: what :meth:`start` started, or a fresh world.
+
+        The sim gives each protocol its own loop, streams and ensemble, so that a
+        protocol's run does not depend on which others ran before it.
+        """
         ...
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:

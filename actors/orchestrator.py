@@ -946,9 +946,9 @@ def run_scenario(
     results: list[ProtocolResult] = []
     try:
         save = lambda: write_manifest(mpath, manifest)  # noqa: E731
-        parts = engine.start(scenario, loc, out_path, manifest, save)
+        engine.start(scenario, loc, out_path, manifest, save)
         for protocol in protocols:
-            mine = engine.begin_protocol(protocol, parts)
+            mine = engine.begin_protocol(protocol)
             pr = ProtocolRun(
                 scenario,
                 protocol,

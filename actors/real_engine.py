@@ -62,6 +62,7 @@ class RealEngine:
         self.keep_zk_data = keep_zk_data
         self._ensemble: Any = None
         self._zk_tmp: str | None = None
+        self._parts: EngineParts | None = None
 
     def run_id(self, scenario: Scenario) -> str:
         """Scenario name, UTC time, a random suffix."""
@@ -74,7 +75,7 @@ class RealEngine:
         out_path: Path,
         manifest: dict[str, Any],
         save: Callable[[], None],
-    ) -> EngineParts:
+    ) -> None:
         """ZooKeeper (embedded or checked), then Ray, storage and placement."""
         if self.ray_address and not ray.is_initialized():
             probe_ray(self.ray_address)  # a wrong address fails before anything is started
@@ -113,7 +114,7 @@ class RealEngine:
             )
         except PlacementError as exc:
             raise RunError(str(exc)) from None
-        return EngineParts(
+        self._parts = EngineParts(
             zk_hosts=zk_hosts,
             zk_base=str(zk_info.get("chroot", "")),
             ensemble=self._ensemble,
@@ -122,10 +123,12 @@ class RealEngine:
             zk_auth=self.zk_auth,
         )
 
-    def begin_protocol(self, protocol: str, parts: EngineParts) -> EngineParts:
+    def begin_protocol(self, protocol: str) -> EngineParts:
         """The shared ensemble and Ray (each protocol has its own chroot)."""
         del protocol
-        return parts
+        if self._parts is None:
+            raise RuntimeError("RealEngine.begin_protocol before start")
+        return self._parts
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
         """On a user's ZooKeeper, delete (or keep) the protocol's chroot."""
