@@ -14,10 +14,14 @@ Layers, bottom up:
   elections, sessions and their expiry buckets, per-connection watches, the
   per-session request pipeline and commits, ``expire_session``, and the
   ``ZooKeeperEnsemble`` surface the orchestrator and the timeline use.
+* :mod:`zk_registry.sim.client` -- ``SimKazooClient``: kazoo 2.11.0's client
+  state machine and the API subset ``ZkClient`` uses, on the loop, no threads;
+  ``ZkClient(raw_factory=ensemble.raw_factory(...))`` builds it.
 
 Import rule (``tests/unit/test_import_rules.py``): modules here import only the
 standard library (no sockets, no threads), the core (``emulator``), this
-package, ``kazoo.exceptions`` and ``kazoo.protocol.states`` -- never
-``KazooClient``. Nothing here reads the machine's clock or the global random
-generator.
+package, ``kazoo.exceptions``, ``kazoo.protocol.states`` and
+``kazoo.handlers.threading`` (for ``KazooTimeoutError``) -- never
+``KazooClient``. Nothing here reads the
+machine's clock or the global random generator.
 """

@@ -98,7 +98,7 @@ import functools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kazoo.exceptions import NoNodeError, UnimplementedError, ZookeeperError
 from kazoo.protocol.states import EventType
@@ -144,6 +144,9 @@ from zk_registry.sim.wire import (
     Reply,
     Request,
 )
+
+if TYPE_CHECKING:
+    from zk_registry.sim.client import SimKazooClient
 
 __all__ = [
     "COMMIT_LATENCY",
@@ -613,6 +616,19 @@ class SimEnsemble:
         return True
 
     # ------------------------------------------------------------ clients
+
+    def raw_factory(self, prefix: str = "client") -> Callable[..., SimKazooClient]:
+        """A ``ZkClient(raw_factory=...)`` building :class:`SimKazooClient` s on this ensemble.
+
+        Each client is named ``<prefix>-<n>`` (n counts per prefix from 1), which
+        names its streams ``zk/<prefix>-<n>/{ping,hosts,retry,link}``.
+        """
+        from zk_registry.sim.client import SimKazooClient
+
+        def make(**kwargs: Any) -> SimKazooClient:
+            return SimKazooClient(self, name=self.client_name(prefix), **kwargs)
+
+        return make
 
     def client_name(self, prefix: str) -> str:
         """The next unique client name for ``prefix``."""
