@@ -17,11 +17,13 @@ Layers, bottom up:
 * :mod:`zk_registry.sim.client` -- ``SimKazooClient``: kazoo 2.11.0's client
   state machine and the API subset ``ZkClient`` uses, on the loop, no threads;
   ``ZkClient(raw_factory=ensemble.raw_factory(...))`` builds it.
+* :mod:`zk_registry.sim.link` -- ``SimZkLink``: the fault proxy's stand-in
+  (PASS, BLACKHOLE, DOWN, added latency).
 
 Import rule (``tests/unit/test_import_rules.py``): modules here import only the
 standard library (no sockets, no threads), the core (``emulator``), this
-package, ``kazoo.exceptions``, ``kazoo.protocol.states`` and
-``kazoo.handlers.threading`` (for ``KazooTimeoutError``) -- never
-``KazooClient``. Nothing here reads the
+package, ``zk_registry.proxy`` (for ``ProxyMode``), ``kazoo.exceptions``,
+``kazoo.protocol.states`` and ``kazoo.handlers.threading`` (for
+``KazooTimeoutError``) -- never ``KazooClient``. Nothing here reads the
 machine's clock or the global random generator.
 """
