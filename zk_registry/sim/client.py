@@ -491,6 +491,7 @@ class SimKazooClient:
         self._retry_rng = streams.stream(f"zk/{self.name}/retry")
         self.link_rng: random.Random = streams.stream(f"zk/{self.name}/link")
         self.hosts, self.chroot = parse_hosts(hosts)
+        self._root = normpath(_join("/", self.chroot))
         self._addresses = [f"{h}:{p}" for h, p in self.hosts]
         self.randomize_hosts = randomize_hosts
         self._session_timeout = int(timeout * 1000)
@@ -570,6 +571,18 @@ class SimKazooClient:
     def remove_listener(self, listener: Callable[[str], Any]) -> None:
         """Forget a listener."""
         self.state_listeners.pop(listener, None)
+
+    def _prefix(self, path: str, trailing: bool = False) -> str:
+        """:func:`prefix_root` under this client's chroot (a clean absolute path directly)."""
+        if (
+            len(path) > 1
+            and path[0] == "/"
+            and path[-1] != "/"
+            and "//" not in path
+            and "/." not in path
+        ):
+            return path if self._root == "/" else self._root + path
+        return prefix_root(self.chroot, path, trailing)
 
     def unchroot(self, path: str) -> str:
         """Strip the chroot from a server path."""
@@ -715,7 +728,7 @@ class SimKazooClient:
         flags = (1 if ephemeral else 0) | (2 if sequence else 0)
         op = Op(
             CREATE2 if include_data else CREATE,
-            prefix_root(self.chroot, path, trailing=sequence),
+            self._prefix(path, sequence),
             data=value,
             flags=flags,
         )
@@ -746,7 +759,7 @@ class SimKazooClient:
             raise TypeError("Invalid type for 'value' (must be a byte string)")
         if not isinstance(version, int):
             raise TypeError("Invalid type for 'version' (int expected)")
-        op = Op(SET_DATA, prefix_root(self.chroot, path), data=value, version=version)
+        op = Op(SET_DATA, self._prefix(path), data=value, version=version)
         op.size = packet_size(op)
         result = SimAsyncResult(self._handler)
         self._call(op, result)
@@ -759,7 +772,7 @@ class SimKazooClient:
         if not isinstance(version, int):
             raise TypeError("Invalid type for 'version' (int expected)")
         result = SimAsyncResult(self._handler)
-        self._call(Op(DELETE, prefix_root(self.chroot, path), version=version), result)
+        self._call(Op(DELETE, self._prefix(path), version=version), result)
         return result
 
     def transaction(self) -> SimTransactionRequest:
@@ -774,7 +787,7 @@ class SimKazooClient:
         if watch and not callable(watch):
             raise TypeError("Invalid type for 'watch' (must be a callable)")
         result = SimAsyncResult(self._handler)
-        op = Op(code, prefix_root(self.chroot, path), watch=bool(watch))
+        op = Op(code, self._prefix(path), watch=bool(watch))
         self._call(op, result, watch if watch else None)
         return result
 
@@ -1237,25 +1250,25 @@ class SimTransactionRequest:
         if acl:
             raise NotImplementedError("ACLs are not modelled by the simulated ZooKeeper")
         flags = (1 if ephemeral else 0) | (2 if sequence else 0)
-        self._add(Op(CREATE, prefix_root(self.client.chroot, path), data=value, flags=flags))
+        self._add(Op(CREATE, self.client._prefix(path), data=value, flags=flags))
 
     def delete(self, path: str, version: int = -1) -> None:
         """Add a delete."""
         self._check_path_version(path, version)
-        self._add(Op(DELETE, prefix_root(self.client.chroot, path), version=version))
+        self._add(Op(DELETE, self.client._prefix(path), version=version))
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
         """Add a setData."""
         if not isinstance(value, bytes):
             raise TypeError("Invalid type for 'value' (must be a byte string)")
         self._check_path_version(path, version)
-        op = Op(SET_DATA, prefix_root(self.client.chroot, path), data=value, version=version)
+        op = Op(SET_DATA, self.client._prefix(path), data=value, version=version)
         self._add(op)
 
     def check(self, path: str, version: int) -> None:
         """Add a version check."""
         self._check_path_version(path, version)
-        self._add(Op(CHECK, prefix_root(self.client.chroot, path), version=version))
+        self._add(Op(CHECK, self.client._prefix(path), version=version))
 
     def commit_async(self) -> SimAsyncResult:
         """Send the multi; the result is the per-op result list.

@@ -66,6 +66,18 @@ def test_paths_and_hosts_as_kazoo() -> None:
     assert parse_hosts("h:2") == ([("h", 2)], "")
 
 
+def test_the_clients_prefix_is_kazoos(world: World) -> None:
+    plain = world.session("plain")
+    world.run(plain.zk.create_async("/r", b""))
+    rooted = world.session("rooted", chroot="/r")
+    paths = ["/", "/a", "a", "/a/b", "/a//b", "/a/", "/.x", "/a/.b", "//a", "/a/b/c/"]
+    for s in (plain, rooted):
+        for path in paths:
+            for trailing in (False, True):
+                want = prefix_root(s.raw.chroot, path, trailing)
+                assert s.raw._prefix(path, trailing) == want, (s.name, path, trailing)
+
+
 # --------------------------------------------------------------------------- crud (1-8)
 
 
