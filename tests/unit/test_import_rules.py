@@ -11,7 +11,8 @@
   generator, outside the clock adapter and the event writer.
 * The simulated ZooKeeper (``zk_registry/sim``, issue-18 design §2) is a pure
   model: it imports the standard library (no sockets, no threads), the core,
-  itself and kazoo's exception and state types only (never ``KazooClient``), and
+  itself, ``zk_registry.proxy`` (``ProxyMode``) and kazoo's exception and
+  state types only (``KazooTimeoutError`` included; never ``KazooClient``), and
   reads no clock and no global random either.
 
 Imports are read from ``import`` statements *and* from ``importlib.import_module``
@@ -64,10 +65,12 @@ RANDOM_ALLOWED = {"Random"}
 """The only names of :mod:`random` the core may use: seeded instances, never the global one."""
 
 SIM_ZK = "zk_registry/sim"
-SIM_ZK_KAZOO = frozenset({"kazoo.exceptions", "kazoo.protocol.states"})
-"""The kazoo modules the simulated ZooKeeper may import: error classes and state/stat types."""
-SIM_ZK_PROJECT = ("emulator", "zk_registry.sim")
-"""The project modules it may import: the core and its own package."""
+SIM_ZK_KAZOO = frozenset({"kazoo.exceptions", "kazoo.protocol.states", "kazoo.handlers.threading"})
+"""The kazoo modules the simulated ZooKeeper may import: error classes (``KazooTimeoutError``
+lives in ``kazoo.handlers.threading``) and state/stat types -- never ``kazoo.client``."""
+SIM_ZK_PROJECT = ("emulator", "zk_registry.sim", "zk_registry.proxy")
+"""The project modules it may import: the core, its own package, and ``zk_registry.proxy``
+for ``ProxyMode`` (that module imports only asyncio, contextlib and enum)."""
 SIM_ZK_BANNED_STDLIB = frozenset(
     (
         "socket",
@@ -392,6 +395,8 @@ def test_the_checkers_see_what_they_look_for(tmp_path: Path) -> None:
         "from kazoo.exceptions import NoNodeError\nfrom kazoo.protocol.states import ZnodeStat\n"
         "from emulator.javahash import java_string_hashcode\nfrom zk_registry import client\n"
         "import zk_registry.sim.tree\nimport numpy\n"
+        "from kazoo.handlers.threading import KazooTimeoutError\n"
+        "from zk_registry.proxy import ProxyMode\n"
     )
     flagged = [p.split(" imports ")[1] for p in _sim_zk_import_problems(_imports_at(sim), "sim")]
     assert flagged == [
