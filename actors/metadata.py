@@ -83,7 +83,8 @@ class LeaderCache(LeaderMap):
         """
         if self.is_dead(broker) or broker not in self.brokers:
             now = asyncio.get_running_loop().time()
-            if now - self._last_lookup.get(broker, 0.0) >= HANDLE_LOOKUP_INTERVAL_S:
+            # never looked up: due at once, whatever the clock's origin (a virtual one is 0)
+            if now - self._last_lookup.get(broker, float("-inf")) >= HANDLE_LOOKUP_INTERVAL_S:
                 self._last_lookup[broker] = now
                 h = self.io.lookup_actor(
                     broker_actor_name(self.ctx.run_id, self.ctx.protocol, broker)

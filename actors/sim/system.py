@@ -31,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
+import math
 import pickle
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
 from emulator.sim.clocks import VirtualClocks
-from emulator.sim.loop import ActorContext, SimEventLoop, current_actor
+from emulator.sim.loop import NS_PER_S, ActorContext, SimEventLoop, current_actor
 from emulator.sim.network import LinkRefused, Network
 from emulator.sim.rng import Streams, uniform_ns
 from zk_registry.client import ZkClient
@@ -394,9 +395,15 @@ class SimActorSystem:
                 f.remove_done_callback(one)
 
     def sleep(self, seconds: float) -> None:
-        """Run the simulation for ``seconds`` of virtual time."""
+        """Run the simulation for ``seconds`` of virtual time (at least 1 ns, rounded up).
+
+        Like ``time.sleep``, never shorter than asked: a caller that sleeps the
+        float difference to a deadline is past it afterwards, not 0 ns short of it
+        for ever.
+        """
         if seconds > 0:
-            self.loop.run_for(seconds)
+            loop = self.loop
+            loop.run_until_ns(loop.now_ns + max(1, math.ceil(seconds * NS_PER_S)))
 
     def wall(self) -> float:
         """The virtual wall clock."""

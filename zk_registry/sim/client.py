@@ -888,7 +888,10 @@ class SimKazooClient:
                     if await retry(self._connect_loop) is _STOP:
                         break
             except _RetryFailed:
-                log.warning("Failed connecting to Zookeeper within the connection retry policy.")
+                log.warning(
+                    "%s: Failed connecting to Zookeeper within the connection retry policy.",
+                    self.name,
+                )
             finally:
                 self._connection_stopped = True
                 self._session_callback(KeeperState.CLOSED)

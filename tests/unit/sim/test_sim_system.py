@@ -187,3 +187,13 @@ def trace(seed: int) -> list[tuple[int, Any]]:
 def test_the_same_seed_gives_the_same_schedule_and_another_does_not() -> None:
     assert trace(3) == trace(3)
     assert trace(3) != trace(4)
+
+
+def test_a_sleep_never_falls_short_of_its_deadline() -> None:
+    system, _ = make()
+    t0 = system.loop.now_ns
+    system.sleep(1e-13)  # rounds to 0 ns: it must still move time on
+    assert system.loop.now_ns == t0 + 1
+    deadline = system.monotonic() + 0.3
+    system.sleep(deadline - system.monotonic())
+    assert system.monotonic() >= deadline

@@ -1,0 +1,210 @@
+"""``SimEngine``: a scenario's run on the simulation engine (``--engine sim``).
+
+:func:`actors.orchestrator.run_scenario` with this :class:`~actors.engine.RunEngine`
+runs every protocol of a scenario in this process, each in its own simulated
+world (design §0, §4): a :class:`~emulator.sim.loop.SimEventLoop`, the run's
+random :class:`~emulator.sim.rng.Streams` (seeded with the run's seed, the same
+for every protocol, so a protocol's run does not depend on which others ran),
+a simulated network, a simulated ZooKeeper ensemble of the scenario's size,
+and the real engine's actor shells and orchestrator on top. The event logs
+go to the run directory as the real engine's do; the manifest's ``engine``
+block records the engine's version and, per protocol, a digest of the logs,
+so that a replay (the same scenario, seed and engine version) can be checked
+to be byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from actors.broker import BrokerCore
+from actors.consumer_host import ConsumerHostCore
+from actors.engine import EngineParts
+from actors.producer import ProducerCore
+from actors.run_files import EventStorage, RunError
+from actors.sim.io import SimIO
+from actors.sim.system import HOSTNAME, SimActorSystem, SimHandle
+from emulator.eventlog import EventWriter
+from emulator.scenario import Scenario
+from emulator.sim import ENGINE_NAME, engine_version
+from emulator.sim.loop import SimEventLoop
+from emulator.sim.network import Network
+from emulator.sim.rng import Streams
+from emulator.storage import Location
+from zk_registry.server import tick_time_for
+from zk_registry.sim.server import SimEnsemble
+
+if TYPE_CHECKING:
+    from actors.orchestrator import ProtocolRun
+
+
+class _Shell(Protocol):
+    """What the engine touches of a shell it kills: its event log."""
+
+    events: EventWriter
+
+
+def log_digest(events_dir: Path) -> str:
+    """sha256 over ``(file name, bytes)`` of a protocol's event logs, in name order."""
+    h = hashlib.sha256()
+    for path in sorted(events_dir.glob("*.msgpack")):
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class _World:
+    """One protocol's simulated world (kept for its clean-up)."""
+
+    def __init__(self, loop: SimEventLoop, system: SimActorSystem, ensemble: SimEnsemble) -> None:
+        self.loop = loop
+        self.system = system
+        self.ensemble = ensemble
+
+
+class SimEngine:
+    """The simulation engine.
+
+    Args:
+        seed: the run's seed; ``None``: the scenario's.
+    """
+
+    name = ENGINE_NAME
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+        self._scenario: Scenario | None = None
+        self._worlds: dict[str, _World] = {}
+        self._storage: EventStorage | None = None
+        # each protocol's actor system, kept after its run for inspection (closed)
+        self.systems: dict[str, SimActorSystem] = {}
+
+    def _seed(self, scenario: Scenario) -> int:
+        return scenario.seed if self.seed is None else self.seed
+
+    def run_id(self, scenario: Scenario) -> str:
+        """``sim-<scenario>-s<seed>-<digest of the scenario>``: the same for a replay."""
+        doc = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
+        digest = hashlib.sha256(doc.encode()).hexdigest()[:8]
+        return f"sim-{scenario.name}-s{self._seed(scenario)}-{digest}"
+
+    def start(
+        self,
+        scenario: Scenario,
+        loc: Location,
+        out_path: Path,
+        manifest: dict[str, Any],
+        save: Callable[[], None],
+    ) -> None:
+        """Check the run can be simulated; record the engine in the manifest."""
+        if loc.is_url:
+            raise RunError("--engine sim writes a local run directory, not a URL")
+        del out_path
+        self._scenario = scenario
+        seed = self._seed(scenario)
+        session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
+        tick = tick_time_for(session_ms, scenario.time_scale)
+        manifest["seed"] = seed
+        manifest["engine"] = {
+            "name": ENGINE_NAME,
+            "version": engine_version(),
+            "seed": seed,
+            "log_digest": {},
+        }
+        manifest["zookeeper"] = {
+            "embedded": "sim",
+            "members": scenario.cluster.zookeeper_ensemble,
+            "tick_time_ms": tick,
+            "scaled_session_timeout_ms": session_ms * scenario.time_scale,
+        }
+        manifest["event_storage"] = {
+            "mode": "local",
+            "url": loc.display(),
+            "spool": "",
+            "driver_node": HOSTNAME,
+            "protocols": {},
+        }
+        save()
+        self._storage = EventStorage("local", loc, "", HOSTNAME)
+
+    def begin_protocol(self, protocol: str) -> EngineParts:
+        """A fresh world: loop, streams, network, ensemble, actor system."""
+        scenario = self._scenario
+        if scenario is None or self._storage is None:
+            raise RuntimeError("SimEngine.begin_protocol before start")
+        loop = SimEventLoop()
+        streams = Streams(self._seed(scenario))
+        session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
+        ensemble = SimEnsemble(
+            loop,
+            streams,
+            scenario.cluster.zookeeper_ensemble,
+            tick_time_for(session_ms, scenario.time_scale),
+        )
+        ensemble.start()
+        io_box: list[SimIO] = []
+
+        def broker(*args: Any) -> BrokerCore:
+            return BrokerCore(*args, io=io_box[0])
+
+        def producer(*args: Any) -> ProducerCore:
+            return ProducerCore(*args, io=io_box[0])
+
+        def host(*args: Any) -> ConsumerHostCore:
+            return ConsumerHostCore(*args, io=io_box[0])
+
+        system = SimActorSystem(
+            loop,
+            streams,
+            Network(loop, streams),
+            {"broker": broker, "producer": producer, "consumer_host": host},
+        )
+        io = SimIO(ensemble, system)
+        io_box.append(io)
+        system.zk_client_factory = io.zk_client
+        system.on_kill.append(lambda h: _killed(h, ensemble))
+        self._worlds[protocol] = _World(loop, system, ensemble)
+        self.systems[protocol] = system
+        return EngineParts(
+            zk_hosts=list(ensemble.hosts),
+            zk_base="",
+            ensemble=ensemble,
+            storage=self._storage,
+            system=system,
+        )
+
+    def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
+        """Close the protocol's world; record its logs' digest and the loop's errors."""
+        world = self._worlds.pop(run.protocol, None)
+        if world is None:
+            return
+        errors = list(world.loop.errors)
+        world.loop.close()
+        engine = manifest.setdefault("engine", {})
+        engine.setdefault("log_digest", {})[run.protocol] = log_digest(run.dir / "events")
+        engine.setdefault("virtual_s", {})[run.protocol] = round(world.loop.time(), 3)
+        if errors:
+            run.notes.append(
+                f"{len(errors)} error(s) in simulated actors' callbacks; the first: "
+                f"{errors[0].actor}: {errors[0].message}: {errors[0].exception!r}"[:400]
+            )
+
+    def close(self) -> None:
+        """Close any world left open (an interrupted run)."""
+        for world in self._worlds.values():
+            if not world.loop.is_closed() and not world.loop.is_running():
+                world.loop.close()
+        self._worlds.clear()
+
+
+def _killed(handle: SimHandle, ensemble: SimEnsemble) -> None:
+    """A killed actor: its ZooKeeper connections close (no closeSession), its log is cut."""
+    ensemble.abort_clients_of(handle.actor)
+    shell: _Shell | None = handle.instance
+    if shell is not None:  # killed before it was built: it has no log
+        shell.events.abandon()
