@@ -286,6 +286,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.out
         else Path("runs") / (f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     )
+    engine_name = getattr(args, "engine", "real") or "real"
+    if engine_name == "sim":
+        refused = _sim_refuses(args, out)
+        if refused:
+            return _fail(refused, EXIT_USAGE)
     if isinstance(out, str):
         try:
             loc = resolve(out)
@@ -303,11 +308,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(
             f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
         )
-    prepare_local_ray(joining=bool(args.ray_address))
+    seed = getattr(args, "seed", None)
+    engine: object = None
+    if engine_name == "sim":
+        engine = importlib.import_module("actors.sim.run").SimEngine(seed=seed)
+    elif seed is not None:
+        return _fail("--seed replays a run of the sim engine: use it with --engine sim", EXIT_USAGE)
+    else:
+        prepare_local_ray(joining=bool(args.ray_address))
     orch = importlib.import_module("actors.orchestrator")
     print(
         f"running {scenario.name} ({scenario.duration_s:g} emulated s at time scale "
-        f"{scenario.time_scale:g}) under {', '.join(protocols)} -> {out}",
+        f"{scenario.time_scale:g}) under {', '.join(protocols)} on the {engine_name} engine "
+        f"-> {out}",
         file=sys.stderr,
     )
     try:
@@ -322,6 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 shared_storage=bool(getattr(args, "shared_storage", False)),
                 zk_auth=zk_auth,
                 keep_zk_data=bool(getattr(args, "keep_zk_data", False)),
+                engine=engine,
             )
     except orch.RunError as exc:
         return _fail(str(exc))
@@ -341,6 +355,33 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
         return EXIT_DEGRADED
     return EXIT_FAILED
+
+
+def _sim_refuses(args: argparse.Namespace, out: Path | str) -> str:
+    """Why ``--engine sim`` cannot take these options ("" if it can).
+
+    The sim engine runs everything in this process on a simulated ZooKeeper,
+    so options about a real ZooKeeper, a Ray cluster or shared storage do not apply.
+    """
+    given = [
+        opt
+        for opt, attr in (
+            ("--zookeeper", "zookeeper"),
+            ("--ray-address", "ray_address"),
+            ("--zk-auth", "zk_auth"),
+            ("--shared-storage", "shared_storage"),
+            ("--keep-zk-data", "keep_zk_data"),
+        )
+        if getattr(args, attr, None)
+    ]
+    if given:
+        return (
+            f"--engine sim runs on a simulated ZooKeeper in this process: "
+            f"{', '.join(given)} do not apply"
+        )
+    if isinstance(out, str):
+        return f"--engine sim writes a local run directory, not {out}"
+    return ""
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -636,6 +677,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         zookeeper=None,
         ray_address=None,
         force=False,
+        engine=getattr(args, "engine", "real"),
+        seed=getattr(args, "seed", None),
     )
     code = cmd_run(ns)
     if code not in (0, EXIT_FAILED, EXIT_DEGRADED) or not (Path(out) / "manifest.json").is_file():
@@ -669,6 +712,23 @@ def cmd_scenarios(_args: argparse.Namespace) -> int:
             desc = ""
         print(f"{name:<24}{desc}")
     return 0
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=("real", "sim"),
+        default="real",
+        help="real: Ray actors, a real ZooKeeper, scaled real time (default); sim: the same "
+        "code in one process on a virtual clock and a simulated ZooKeeper, deterministic",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="with --engine sim: run with this seed instead of the scenario's (the same "
+        "seed replays a run exactly)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -725,6 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
         "only (or set $REBALANCE_EMU_ZK_AUTH, which keeps the password off the command line)",
     )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    _engine_options(run)
     run.set_defaults(func=cmd_run)
     sm = sub.add_parser(
         "submit",
@@ -831,6 +892,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a bundled scenario name or a file (default generations)",
     )
     demo.add_argument("--out", metavar="DIR", help="run directory (default runs/demo-<time>)")
+    _engine_options(demo)
     demo.set_defaults(func=cmd_demo)
     scen = sub.add_parser("scenarios", help="list the bundled scenarios")
     scen.set_defaults(func=cmd_scenarios)
