@@ -80,15 +80,21 @@ def _run_trial(
     protocol: str,
     out_dir: str,
     command: list[str] | None = None,
+    engine: str = "real",
 ) -> dict[str, Any]:
-    """One trial, inside a Ray worker: a whole run of one protocol."""
+    """One trial, inside a Ray worker: a whole run of one protocol (on ``engine``)."""
     from actors.orchestrator import run_scenario
     from emulator.scenario import scenario_from_document
 
     t0 = time.monotonic()
     scenario = scenario_from_document(document, source)
+    sim: Any = None
+    if engine == "sim":
+        from actors.sim.run import SimEngine
+
+        sim = SimEngine()
     try:
-        results = run_scenario(scenario, [protocol], Path(out_dir), command=command)
+        results = run_scenario(scenario, [protocol], Path(out_dir), command=command, engine=sim)
     except RunError as exc:
         return {"status": "failed", "error": str(exc), "wall_s": time.monotonic() - t0}
     r = results[0]
@@ -235,7 +241,12 @@ def run_experiment(
                 d.mkdir(parents=True)
                 write_manifest(d / TRIAL_FILE, {**t.to_dict(), "status": "running"})
                 ref = _run_trial.options(num_cpus=exp.cpus_per_trial, **pin).remote(
-                    dict(t.document), t.source, t.protocol, str(d), [*sys.argv, f"(trial {t.id})"]
+                    dict(t.document),
+                    t.source,
+                    t.protocol,
+                    str(d),
+                    [*sys.argv, f"(trial {t.id})"],
+                    t.engine,
                 )
                 running[ref] = (t, time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)

@@ -452,7 +452,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
         if args.parallel is not None and args.parallel < 1:
             raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
-        exp = load_experiment(path, seeds=args.seeds, protocols=protocols)
+        exp = load_experiment(path, seeds=args.seeds, protocols=protocols).on_engine(
+            getattr(args, "engine", "real") or "real"
+        )
     except (ExperimentError, ValueError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     out = Path(args.out) if args.out else Path("runs") / exp.name
@@ -474,7 +476,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     runner = importlib.import_module("actors.experiment")
     print(
         f"experiment {exp.name}: {len(exp.trials)} trials ({len(exp.scenarios)} scenarios x "
-        f"{len(exp.protocols)} protocols x seeds x {exp.points} grid points) -> {out}",
+        f"{len(exp.protocols)} protocols x seeds x {exp.points} grid points) on the "
+        f"{exp.engine} engine -> {out}",
         file=sys.stderr,
     )
     t0 = monotonic_s()
@@ -875,6 +878,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the cluster's CPUs hold at cpus_per_trial each)",
     )
     ex.add_argument("--ray-address", metavar="ADDR", help="as for run")
+    ex.add_argument(
+        "--engine",
+        choices=("real", "sim"),
+        default="real",
+        help="the engine every trial runs on (as for run; sim trials take one CPU each)",
+    )
     ex.add_argument(
         "--retry-failed", action="store_true", help="run failed and degraded trials again"
     )

@@ -27,6 +27,7 @@ Pure: no Ray, no I/O beyond reading the files (the runner is
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -69,6 +70,10 @@ _SCENARIO_TABLES: Final = ("cluster", "producer", "group")
 _SLUG_RE: Final = re.compile(r"[^A-Za-z0-9._=+-]+")
 
 
+ENGINES: Final = ("real", "sim")
+"""The engines a trial can run on (``rebalance-emu experiment --engine``)."""
+
+
 class ExperimentError(ValueError):
     """An experiment file that cannot be used (one line naming the problem)."""
 
@@ -94,6 +99,7 @@ class Trial:
     point: tuple[tuple[str, Any], ...]
     document: Mapping[str, Any]
     source: str
+    engine: str = "real"
 
     @property
     def point_label(self) -> str:
@@ -102,9 +108,10 @@ class Trial:
 
     def fingerprint(self) -> str:
         """A hash of everything that decides what the trial runs."""
-        blob = json.dumps(
-            {"document": self.document, "protocol": self.protocol}, sort_keys=True, default=str
-        )
+        what: dict[str, Any] = {"document": self.document, "protocol": self.protocol}
+        if self.engine != "real":  # a real trial's fingerprint is what it always was
+            what["engine"] = self.engine
+        blob = json.dumps(what, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def scenario_object(self) -> Scenario:
@@ -120,6 +127,7 @@ class Trial:
             "seed": self.seed,
             "point": [[k, v] for k, v in self.point],
             "point_label": self.point_label,
+            "engine": self.engine,
             "fingerprint": self.fingerprint(),
         }
 
@@ -137,6 +145,7 @@ class Experiment:
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
     cpus_per_trial: float
     trials: tuple[Trial, ...]
+    engine: str = "real"
 
     @property
     def points(self) -> int:
@@ -154,8 +163,23 @@ class Experiment:
             "seeds": {k: list(v) for k, v in self.seeds.items()},
             "grid": [[k, list(v)] for k, v in self.grid],
             "cpus_per_trial": self.cpus_per_trial,
+            "engine": self.engine,
             "trials": [t.to_dict() for t in self.trials],
         }
+
+    def on_engine(self, engine: str) -> Experiment:
+        """The same experiment on ``engine`` (``real`` or ``sim``).
+
+        A sim trial is one process on one core: it asks for one CPU whatever the
+        file's ``cpus_per_trial`` (which sizes the real engine's trials).
+        """
+        if engine not in ENGINES:
+            raise ExperimentError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+        if engine == self.engine:
+            return self
+        cpus = 1.0 if engine == "sim" else self.cpus_per_trial
+        trials = tuple(dataclasses.replace(t, engine=engine) for t in self.trials)
+        return dataclasses.replace(self, engine=engine, cpus_per_trial=cpus, trials=trials)
 
 
 def point_label(point: Sequence[tuple[str, Any]]) -> str:

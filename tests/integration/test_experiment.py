@@ -135,3 +135,24 @@ def test_an_experiment_resumes_after_an_interrupt_and_reports_the_right_statisti
     md = (out / "report" / "report.md").read_text()
     assert "tiny · defaults · join" in md and "Do the protocols differ" in md
     assert list((out / "report" / "plots").glob("episode_*.png"))
+
+
+def test_an_experiment_on_the_sim_engine_runs_its_trials_as_ray_tasks(tmp_path: Path) -> None:
+    for name in ("experiment_tiny.toml", "experiment_tiny_exp.toml"):
+        shutil.copy(DATA / name, tmp_path / name)
+    out = tmp_path / "exp-sim"
+    first = _start(tmp_path, out, tmp_path / "sim.log", "--engine", "sim", "--no-report")
+    assert first.wait(timeout=300) == 0, (tmp_path / "sim.log").read_text()[-3000:]
+    assert "on the sim engine" in (tmp_path / "sim.log").read_text()
+    assert len(_completed(out)) == 6
+    for d in (out / "trials").iterdir():
+        manifest = json.loads((d / "manifest.json").read_text())
+        assert manifest["engine"]["name"] == "sim" and manifest["status"] == "completed"
+        assert json.loads((d / "trial.json").read_text())["engine"] == "sim"
+    # The same command finds everything done; the real engine refuses to resume it.
+    again = _start(tmp_path, out, tmp_path / "again.log", "--engine", "sim", "--no-report")
+    assert again.wait(timeout=120) == 0
+    assert "6 of 6 trials already done" in (tmp_path / "again.log").read_text()
+    real = _start(tmp_path, out, tmp_path / "real.log", "--no-report")
+    assert real.wait(timeout=120) != 0
+    assert "ran with other settings" in (tmp_path / "real.log").read_text()

@@ -80,6 +80,28 @@ def test_overrides_of_seeds_and_protocols(tmp_path: Path) -> None:
     assert {t.protocol for t in exp.trials} == {"consumer"}
 
 
+def test_a_sim_trial_is_another_trial_and_a_real_ones_fingerprint_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+    import json
+
+    exp = load_experiment(write(tmp_path, 'scenarios = ["small.toml"]\nseeds = [3]\n'))
+    real = exp.trials[0]
+    blob = json.dumps(
+        {"document": real.document, "protocol": real.protocol}, sort_keys=True, default=str
+    )
+    assert real.fingerprint() == hashlib.sha256(blob.encode()).hexdigest()[:16]  # as before
+    sim = exp.on_engine("sim")
+    assert sim.engine == "sim" and sim.cpus_per_trial == 1.0
+    assert [t.id for t in sim.trials] == [t.id for t in exp.trials]
+    assert all(t.engine == "sim" for t in sim.trials)
+    assert sim.trials[0].fingerprint() != real.fingerprint()  # a resume cannot mix engines
+    assert sim.to_dict()["engine"] == "sim" and exp.on_engine("real") is exp
+    with pytest.raises(ExperimentError, match="unknown engine 'warp'"):
+        exp.on_engine("warp")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
