@@ -217,7 +217,7 @@ def main() -> int:
     p.add_argument("--sweep-seeds", type=int, default=5)
     p.add_argument("--time-scale-small", type=float, default=0.5)
     p.add_argument("--time-scale-large", type=float, default=1.0)
-    p.add_argument("--out", type=Path, default=ROOT / "runs" / "headline")
+    p.add_argument("--out", type=Path, help="default runs/headline (runs/headline-sim on sim)")
     p.add_argument("--parallel", type=int)
     p.add_argument("--ray-address")
     args = p.parse_args()
@@ -235,7 +235,10 @@ def main() -> int:
     doc: dict[str, Any] = header("headline", started, args)
     doc["engine"] = args.engine
     doc["parts"] = {}
-    shutil.rmtree(RESULTS / "headline", ignore_errors=True)
+    # The real engine's results are the headline; another engine's go beside them.
+    stem = "headline" if args.engine == "real" else f"headline-{args.engine}"
+    args.out = args.out or ROOT / "runs" / stem
+    shutil.rmtree(RESULTS / stem, ignore_errors=True)
     for part in chosen:
         scen, exp = specs[part]
         scenario_file = experiment_scenario_file(exp)
@@ -301,14 +304,14 @@ def main() -> int:
             "summaries": rows,
             "tests": [t for t in m["tests"] if t["metric"] in HEADLINE_METRICS],
         }
-        dest = RESULTS / "headline" / part
+        dest = RESULTS / stem / part
         dest.mkdir(parents=True, exist_ok=True)
         for png in (args.out / part / "report" / "plots").glob("*.png"):
             shutil.copy(png, dest / png.name)
         shutil.copy(args.out / part / "report" / "report.md", dest / "report.md")
         print(f"{part}: {len(m['trials'])} trials, exit {code}, {wall / 60:.1f} min")
     doc["elapsed_s"] = round(time.time() - started, 1)
-    write(RESULTS / "headline.json", doc, ROOT)
+    write(RESULTS / f"{stem}.json", doc, ROOT)
     return 0
 
 
