@@ -230,14 +230,14 @@ def main() -> int:
     unknown = [x for x in chosen if x not in specs]
     if unknown:
         p.error(f"unknown parts {unknown}; choose from {', '.join(specs)}")
+    # The real engine's results are the headline; another engine's go beside them.
+    stem = "headline" if args.engine == "real" else f"headline-{args.engine}"
+    args.out = args.out or ROOT / "runs" / stem
     spec_dir = args.out / "specs"
     spec_dir.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = header("headline", started, args)
     doc["engine"] = args.engine
     doc["parts"] = {}
-    # The real engine's results are the headline; another engine's go beside them.
-    stem = "headline" if args.engine == "real" else f"headline-{args.engine}"
-    args.out = args.out or ROOT / "runs" / stem
     shutil.rmtree(RESULTS / stem, ignore_errors=True)
     for part in chosen:
         scen, exp = specs[part]
