@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import io
+import itertools
 import math
 import pickle
+import weakref
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
@@ -114,38 +115,38 @@ class SimHandle:
         self._held: list[tuple[str, tuple[Any, ...], asyncio.Future[Any], ActorContext | None]] = []
         # calls sent and not yet answered (in flight, held or running): failed if it is killed
         self._pending: dict[asyncio.Future[Any], None] = {}
+        self._key = next(_HANDLE_KEYS)
+        _HANDLES[self._key] = self
 
     def __getattr__(self, name: str) -> _Method:
         if name.startswith("_"):
             raise AttributeError(name)
         return _Method(self, name)
 
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        # Copied into a message: the receiver gets this very handle (see _copy).
+        return (_handle_of, (self._key,))
+
     def __repr__(self) -> str:
         return f"SimHandle({self.name}{', dead' if self.actor.dead else ''})"
 
 
-class _Copier:
-    """Copies call arguments and results as Ray's serialization would, handles excepted."""
+_HANDLES: weakref.WeakValueDictionary[int, SimHandle] = weakref.WeakValueDictionary()
+"""Every live handle by its key: what a copied message's handles are unpickled to."""
+_HANDLE_KEYS = itertools.count(1)
 
-    @staticmethod
-    def copy(value: Any) -> Any:
-        handles: list[SimHandle] = []
 
-        class _Out(pickle.Pickler):
-            def persistent_id(self, obj: Any) -> int | None:
-                if isinstance(obj, SimHandle):
-                    handles.append(obj)
-                    return len(handles) - 1
-                return None
+def _handle_of(key: int) -> SimHandle:
+    return _HANDLES[key]
 
-        class _In(pickle.Unpickler):
-            def persistent_load(self, pid: Any) -> SimHandle:
-                return handles[int(pid)]
 
-        buf = io.BytesIO()
-        _Out(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-        buf.seek(0)
-        return _In(buf).load()
+def _copy(value: Any) -> Any:
+    """A copy of a message as Ray's serialization would make it, handles excepted.
+
+    The C pickler does the work; a :class:`SimHandle` pickles to a reference
+    to itself (``__reduce__``), so it arrives as the same handle.
+    """
+    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 class SimActorSystem:
@@ -184,7 +185,7 @@ class SimActorSystem:
         self.clocks = VirtualClocks(loop)
         self._factories = dict(factories)
         self.zk_client_factory = zk_client
-        self._copy = _Copier.copy if copy_messages else (lambda v: v)
+        self._copy = _copy if copy_messages else (lambda v: v)
         self._names: dict[str, SimHandle] = {}  # live actors by name
         self._counts: dict[str, int] = {}  # unnamed actors per role, for their names
         self.handles: list[SimHandle] = []  # every actor spawned, in order
