@@ -1,10 +1,13 @@
-"""Bundled fault scenarios end to end on real ZooKeeper and a real local Ray.
+"""Bundled fault scenarios end to end.
 
 ``zombie-double-consume`` under ``zookeeper`` and ``classic-eager`` must show
 what the issue promises: after its pause, the zombie processes a partition
 while the member that took it over processes it too, and the run's summary
-says so. The whole library under every protocol is run by
-``tests/bench/run_library.py`` (too long for the suite).
+says so. It is a protocol path, not Ray's or ZooKeeper's, so it runs on the
+sim engine, where it is deterministic and takes seconds (the real engine's
+run took two minutes of the suite); ``broker-failure`` runs on real
+ZooKeeper and a real local Ray. The whole library under every protocol is run
+by ``tests/bench/run_library.py`` (too long for the suite).
 """
 
 from __future__ import annotations
@@ -21,21 +24,18 @@ from emulator.events import validate_event
 from emulator.intervals import overlap_windows as double_processing_windows
 from emulator.scenario import Scenario, bundled_scenarios, load_scenario
 
-pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow]
-
 ZOMBIE_PROTOCOLS = ["zookeeper", "classic-eager"]
 Event = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def zombie_run(
-    ray_local: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Scenario, Path]]:
+def zombie_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scenario, Path]]:
     from actors.orchestrator import run_scenario
+    from actors.sim.run import SimEngine
 
     scenario = load_scenario(bundled_scenarios()["zombie-double-consume"])
     out = tmp_path_factory.mktemp("zombie") / "run"
-    run_scenario(scenario, ZOMBIE_PROTOCOLS, out, validate_events=True)
+    run_scenario(scenario, ZOMBIE_PROTOCOLS, out, validate_events=True, engine=SimEngine())
     yield scenario, out
 
 
@@ -117,6 +117,9 @@ def broker_failure_run(
     yield scenario, out
 
 
+@pytest.mark.ray
+@pytest.mark.zk
+@pytest.mark.slow
 def test_broker_failure_fails_leaders_over_and_the_auto_rebalance_restores_them(
     broker_failure_run: tuple[Scenario, Path],
 ) -> None:
