@@ -9,10 +9,15 @@ first use and kept for the test session; kazoo clients (``raw_factory`` None);
 member a session is on from the four-letter words ``srvr`` and ``cons``. It runs
 each script on a fresh ``asyncio`` loop in real time.
 
-The simulated backend (``SimBackend``: ``SimEnsemble`` + ``SimKazooClient`` +
-``SimZkLink`` on a ``SimEventLoop``) implements the same Protocol; its
-:meth:`~tests.conformance.runner.Backend.run` drives the sim loop, and its waits
-run that loop instead of sleeping.
+:class:`SimBackend` is the simulated ZooKeeper (issue-18 design §3.8): a fresh
+:class:`~zk_registry.sim.server.SimEnsemble` per script on a fresh
+:class:`~emulator.sim.loop.SimEventLoop` (virtual time, so every ``within_ms``
+bound of a script is virtual), clients over
+:class:`~zk_registry.sim.client.SimKazooClient`
+(``raw_factory=ensemble.raw_factory(...)``), :class:`~zk_registry.sim.link.SimZkLink`
+links, and the ensemble's own ``expire_session``, ``kill_member`` and
+``restart_member``. Its waits run the loop instead of sleeping; the same seed
+gives the same run.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tests.conformance.runner import Script
+from emulator.sim.loop import SimEventLoop
+from emulator.sim.rng import Streams
+from tests.conformance.runner import ConformanceError, Script
 from zk_registry.client import RawClientFactory
 from zk_registry.faults import expire_session
 from zk_registry.proxy import FaultProxy
@@ -33,11 +40,14 @@ from zk_registry.server import (
     four_letter_word,
     parse_cons_timeouts,
 )
+from zk_registry.sim.client import SimKazooClient
+from zk_registry.sim.link import SimZkLink
+from zk_registry.sim.server import SimEnsemble
 
 if TYPE_CHECKING:
     from actors.io import ZkLink
 
-__all__ = ["RealBackend"]
+__all__ = ["RealBackend", "SimBackend"]
 
 T = TypeVar("T")
 
@@ -204,4 +214,142 @@ class RealBackend:
 
     async def settle(self) -> None:
         """kazoo's callback and completion threads hand over (:data:`SETTLE_S`)."""
+        await asyncio.sleep(SETTLE_S)
+
+
+class SimBackend:
+    """The simulated ZooKeeper on a virtual-time loop (see the module docstring).
+
+    Each script runs on its own loop with its own ensemble (size and tickTime as
+    the script asks; every member serving and the highest-index one leading, as
+    :meth:`SimEnsemble.start` makes it), so scripts never share state; the
+    streams are seeded with ``seed`` and the script's name.
+
+    Args:
+        seed: the run seed (every draw of the ensemble, clients and links).
+    """
+
+    name = "sim"
+
+    def __init__(self, seed: int = 1) -> None:
+        self.seed = seed
+        self._loop: SimEventLoop | None = None
+        self._ensemble: SimEnsemble | None = None
+        self._raw_clients: list[SimKazooClient] = []
+        self.virtual_s = 0.0
+        """The virtual duration of the last :meth:`run`."""
+
+    @property
+    def loop(self) -> SimEventLoop:
+        """The loop of the script being run."""
+        if self._loop is None:
+            raise RuntimeError("no script is running")
+        return self._loop
+
+    @property
+    def ensemble(self) -> SimEnsemble:
+        """The ensemble of the script being run."""
+        if self._ensemble is None:
+            raise RuntimeError("no script is running")
+        return self._ensemble
+
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        """A fresh :class:`SimEventLoop`, run until ``main()`` completes.
+
+        Raises:
+            ConformanceError: a callback raised: on the loop (the loop's errors) or
+                in a client's completion or watch callbacks (kazoo's workers would
+                only log it).
+        """
+        loop = SimEventLoop()
+        self._loop = loop
+        self._raw_clients = []
+        try:
+            result = loop.run_until_complete(main())
+            errors = list(loop.errors)
+            callback_errors = {c.name: c.callback_errors for c in self._raw_clients}
+        finally:
+            self.virtual_s = loop.time()
+            self._loop = None
+            self._ensemble = None
+            loop.close()
+        if errors:
+            first = errors[0]
+            raise ConformanceError(
+                f"{len(errors)} error(s) in callbacks on the sim loop; the first: "
+                f"{first.message}: {first.exception!r}"
+            )
+        failed = {name: n for name, n in callback_errors.items() if n}
+        if failed:
+            raise ConformanceError(f"exceptions in client callbacks (logged): {failed}")
+        return result
+
+    async def begin(self, script: Script) -> None:
+        """A started ensemble of the script's size and tickTime, streams seeded per script."""
+        streams = Streams(f"{self.seed}/{script.stem}")
+        self._ensemble = SimEnsemble(
+            self.loop, streams, script.ensemble, script.tick_ms, name="sim-zk"
+        ).start()
+
+    async def end(self) -> None:
+        """Nothing to restore: the next script gets a fresh ensemble."""
+
+    def hosts(self, link: ZkLink | None) -> str:
+        """The link's address, or every member's."""
+        return link.address if link is not None else self.ensemble.connect_string
+
+    def raw_factory(self) -> RawClientFactory | None:
+        """:class:`SimKazooClient` s on the ensemble, named ``conf-<n>`` (kept for checks)."""
+        make = self.ensemble.raw_factory("conf")
+
+        def factory(**kwargs: Any) -> SimKazooClient:
+            client = make(**kwargs)
+            self._raw_clients.append(client)
+            return client
+
+        return factory
+
+    async def open_link(self) -> ZkLink:
+        """A started :class:`SimZkLink` to the members, in member order."""
+        ensemble = self.ensemble
+        link = SimZkLink(ensemble, ensemble.hosts)
+        await link.start()
+        return link
+
+    async def expire(self, session_id: int, password: bytes) -> None:
+        """:meth:`SimEnsemble.expire_session` (at once)."""
+        self.ensemble.expire_session(session_id, password)
+
+    async def kill_member(self, index: int) -> None:
+        """The member's process dies: its connections reset at once."""
+        self.ensemble.kill_member(index)
+
+    async def restart_member(self, index: int) -> None:
+        """Start the member again (it serves after its drawn start-up)."""
+        self.ensemble.restart_member(index, wait=False)
+
+    async def roles(self) -> list[str | None]:
+        """The members' modes (``None`` when not serving)."""
+        return [s.mode for s in self.ensemble.member_status()]
+
+    async def member_of(self, session_id: int) -> int | None:
+        """The member holding a live connection of the session."""
+        return self.ensemble.member_of_session(session_id)
+
+    async def sleep(self, seconds: float) -> None:
+        """Virtual time passes."""
+        await asyncio.sleep(seconds)
+
+    async def drive_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Run the loop, checking ``predicate`` every 10 ms of virtual time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            if loop.time() >= deadline:
+                return predicate()
+            await asyncio.sleep(_POLL_S)
+        return True
+
+    async def settle(self) -> None:
+        """What is in flight arrives (:data:`SETTLE_S` of virtual time, as the real backend)."""
         await asyncio.sleep(SETTLE_S)

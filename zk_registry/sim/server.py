@@ -555,6 +555,16 @@ class SimEnsemble:
                     out[ch.session.id] = ch.timeout_ms
         return out
 
+    def member_of_session(self, session_id: int) -> int | None:
+        """The member a session is connected to now (``cons`` lists it there), or None."""
+        for m in self._members:
+            if not self._serves(m):
+                continue
+            for ch in m.channels:
+                if ch.server_open and ch.session is not None and ch.session.id == session_id:
+                    return m.index
+        return None
+
     def describe(self) -> dict[str, Any]:
         """A JSON-able record for a run manifest."""
         return {
