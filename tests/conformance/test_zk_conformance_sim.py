@@ -81,3 +81,45 @@ steps = [
     (_, what, ms) = result.timings[-1]
     assert what == "state:A:SUSPENDED"
     assert 50 < ms <= 3000
+
+
+#: What the real server took, in ms: ``(script, step) -> (min, max)`` over six real runs
+#: of the suite (ZooKeeper 3.8.0 on loopback, kazoo 2.11.0, FaultProxy; the 2-core
+#: machine with a benchmark running), as the runner measures them. Only waits that
+#: timers drive (kazoo's pings and back-off, expiry buckets, elections, start-ups):
+#: their ranges are what the sim's constants were calibrated to. Left out: waits of a
+#: few ms (thread hand-overs and load dominate them) and the waits after an ``expire``
+#: step (the real intruder client takes 5-35 ms to take the session over and close
+#: it; the sim's ``expire_session`` acts at once).
+REAL_MS: dict[tuple[str, int], tuple[float, float]] = {
+    ("15-zkwatch-reconnect-unchanged", 15): (699.2, 911.5),  # CONNECTED after DOWN 0.5 s
+    ("16-zkwatch-reconnect-changed", 17): (323.8, 410.3),  # CONNECTED after DOWN 0.3 s
+    ("17-session-expiry-blackhole", 11): (338.3, 691.3),  # SUSPENDED after the blackhole
+    ("17-session-expiry-blackhole", 12): (984.1, 1360.3),  # the expiry (B's watch)
+    ("17-session-expiry-blackhole", 17): (1685.1, 2058.0),  # LOST after healing
+    ("19-ops-during-disconnect", 27): (40.9, 55.2),  # the new session after LOST
+    ("22-close-vs-crash", 18): (986.5, 1243.9),  # a crashed session's expiry
+    ("24-ensemble-member-loss", 15): (1175.9, 2050.4),  # a restarted follower serves
+    ("24-ensemble-member-loss", 20): (739.3, 828.2),  # back after the leader's loss
+    ("24-ensemble-member-loss", 26): (1081.7, 2546.6),  # the old leader serves again
+    ("25-quorum-loss", 13): (1471.8, 2537.8),  # back after the quorum is restored
+    ("25-quorum-loss", 18): (863.3, 3392.6),  # the last member serves again
+}
+
+
+def test_timer_driven_waits_take_what_the_real_server_took() -> None:
+    by_stem = {p.stem: p for p in SCRIPTS}
+    for stem in sorted({stem for stem, _ in REAL_MS}):
+        script = parse_script(by_stem[stem])
+        measured: dict[int, list[float]] = {}
+        for seed in range(1, 21):
+            for index, _, ms in run_script(script, SimBackend(seed)).timings:
+                measured.setdefault(index, []).append(ms)
+        for (s, index), (lo, hi) in REAL_MS.items():
+            if s != stem:
+                continue
+            values = sorted(measured[index])
+            median = values[len(values) // 2]
+            assert lo <= median <= hi, f"{stem} step {index}: sim median {median} ms"
+            # The sim spreads like the real server, not tighter than a tenth of its range.
+            assert values[-1] - values[0] >= (hi - lo) / 10, f"{stem} step {index}: {values}"
