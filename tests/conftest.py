@@ -10,4 +10,5 @@ pytest_plugins = [
     "tests.zk_fixtures",  # zk_server, zk_connect, zk_client, zk_ensemble(_session), ...
     "tests.ray_fixtures",  # ray_local
     "tests.spark_fixtures",  # spark (one local[2] SparkSession per test session)
+    "tests.conformance.plugin",  # --record-zk-conformance, zk_conformance_backend
 ]

@@ -84,9 +84,9 @@ class QuantileTable:
     ``points`` are ``(cumulative_ppm, value)`` pairs, both integers, strictly
     increasing in ``cumulative_ppm`` from 0 to :data:`PPM` and non-decreasing
     in ``value``. A draw takes ``u`` uniform in ``[0, PPM)`` and interpolates
-    linearly (floor division) between the two points around it. Example: the
-    baseline ZooKeeper link ``[(0, 50_000), (PPM, 250_000)]`` is uniform in
-    [50, 250] µs; ``[(0, 200_000), (990_000, 20_000_000), (PPM, 200_000_000)]``
+    linearly (floor division) between the two points around it. Example:
+    ``[(0, 50_000), (PPM, 250_000)]`` is uniform in [50, 250] µs;
+    ``[(0, 200_000), (990_000, 20_000_000), (PPM, 200_000_000)]``
     puts 1% of the mass between 20 and 200 ms.
 
     Raises:

@@ -515,8 +515,9 @@ def test_short_timeouts_ping_at_least_a_jitter_apart(world: World) -> None:
     pings.clear()
     world.run_for(10.0)  # idle
     gaps = [(y - x) / 1e9 for x, y in itertools.pairwise(pings)]
-    repings = [g for g in gaps if g < 0.001]
-    waits = [g for g in gaps if g >= 0.001]
+    # A re-ping comes one round trip after the ping (ZK_LINK_LATENCY: at most 1.6 ms).
+    repings = [g for g in gaps if g < 0.002]
+    waits = [g for g in gaps if g >= 0.002]
     assert min(waits) >= 0.166 and max(waits) <= 0.401
     assert 0 < len(repings) < len(waits) / 2  # about 7 draws in 40 exceed 333 ms
     assert 25 <= len(pings) <= 75
