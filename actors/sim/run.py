@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,6 +47,10 @@ class _Shell(Protocol):
     """What the engine touches of a shell it kills: its event log."""
 
     events: EventWriter
+
+
+SIM_LOGGERS = ("zk_registry.sim",)
+"""The loggers of the simulated parts, written to the run's ``sim-engine.log``."""
 
 
 def log_digest(events_dir: Path) -> str:
@@ -81,6 +86,7 @@ class SimEngine:
         self._scenario: Scenario | None = None
         self._worlds: dict[str, _World] = {}
         self._storage: EventStorage | None = None
+        self._handler: logging.Handler | None = None
         # each protocol's actor system, kept after its run for inspection (closed)
         self.systems: dict[str, SimActorSystem] = {}
 
@@ -104,8 +110,8 @@ class SimEngine:
         """Check the run can be simulated; record the engine in the manifest."""
         if loc.is_url:
             raise RunError("--engine sim writes a local run directory, not a URL")
-        del out_path
         self._scenario = scenario
+        self._log_to(out_path / "sim-engine.log")
         seed = self._seed(scenario)
         session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
         tick = tick_time_for(session_ms, scenario.time_scale)
@@ -195,11 +201,34 @@ class SimEngine:
             )
 
     def close(self) -> None:
-        """Close any world left open (an interrupted run)."""
+        """Close any world left open (an interrupted run); stop the engine's log."""
         for world in self._worlds.values():
             if not world.loop.is_closed() and not world.loop.is_running():
                 world.loop.close()
         self._worlds.clear()
+        if self._handler is not None:
+            for name in SIM_LOGGERS:
+                logger = logging.getLogger(name)
+                logger.removeHandler(self._handler)
+                logger.propagate = True
+            self._handler.close()
+            self._handler = None
+
+    def _log_to(self, path: Path) -> None:
+        """What the simulated kazoo clients log goes to the run directory, not the terminal.
+
+        On the real engine kazoo's log lines (a reconnect given up when a crashed
+        member's client is stopped, ...) land in the Ray actors' logs; here they
+        go to ``sim-engine.log`` beside the manifest.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        for name in SIM_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.propagate = False
+        self._handler = handler
 
 
 def _killed(handle: SimHandle, ensemble: SimEnsemble) -> None:

@@ -91,6 +91,7 @@ def test_every_protocol_runs_to_the_end_and_processes_every_offset(tmp_path: Pat
     assert manifest["engine"]["name"] == "sim" and manifest["engine"]["seed"] == 7
     assert sorted(manifest["engine"]["log_digest"]) == sorted(PROTOCOLS)
     assert manifest["run_id"].startswith("sim-sim-small-s7-")
+    assert (tmp_path / "run" / "sim-engine.log").is_file()  # kazoo's log lines, off the terminal
     legacy = results[0].summary.to_dict()
     assert legacy["attempts"] >= legacy["rebalances"] > 0  # the 0.8 consumer's own rebalances
     # The crashed host's member and the clean leave: what the real engine's logs hold.
