@@ -20,6 +20,10 @@ Modules:
   integer-only draws (uniform, quantile tables).
 * :mod:`emulator.sim.network`: ``Link`` (drawn latency, FIFO clamp,
   PASS/BLACKHOLE/DOWN) and ``Network`` (links by ``(src, dst)``).
+* :mod:`emulator.sim.monitor`: ``Monitor``, the online invariant monitor fed by
+  the event writers' tap (per-instant batches, ``Violation`` records, a ring of
+  recent events for traces, ``StopSimulation``); its rules, the offline
+  checkers' re-expressed over a stream, are in :mod:`emulator.sim.invariants`.
 
 The simulated ZooKeeper lives in ``zk_registry/sim`` and the engine that
 composes actors, ZooKeeper and this loop in ``actors/sim``.
