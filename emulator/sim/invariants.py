@@ -701,6 +701,27 @@ class _Batch:
     ref: EventRef
 
 
+class _Busy:
+    """One partition's processed batches, sorted by start, for range look-ups."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.items: list[_Batch] = []
+        self.longest = 0.0
+
+    def add(self, b: _Batch) -> None:
+        i = bisect.bisect_right(self.starts, b.t0)
+        self.starts.insert(i, b.t0)
+        self.items.insert(i, b)
+        self.longest = max(self.longest, b.t1 - b.t0)
+
+    def during(self, w0: float, w1: float) -> list[_Batch]:
+        """The batches busy somewhere in ``(w0, w1)``: ``t0 < w1`` and ``w0 < t1``."""
+        lo = bisect.bisect_left(self.starts, w0 - self.longest)
+        hi = bisect.bisect_left(self.starts, w1)
+        return [b for b in self.items[lo:hi] if w0 < b.t1]
+
+
 class Processing:
     """Two members processing one partition at once.
 
@@ -716,7 +737,7 @@ class Processing:
     """
 
     def __init__(self, early: Callable[[], bool]) -> None:
-        self.batches: dict[TopicPartition, list[_Batch]] = defaultdict(list)
+        self.busy: dict[TopicPartition, _Busy] = defaultdict(_Busy)
         self.early = early
         self.reported: dict[TopicPartition, tuple[float, float]] = {}
 
@@ -733,29 +754,25 @@ class Processing:
             return None
         group = _s(ev.get("group"))
         b = _Batch(t0, t1, who_of(ev), member_of(ev) or "?", group, os_, oe, ref_of(entry))
-        mine = self.batches[tp]
+        busy = self.busy[tp]
         found: Finding | None = None
         if tp not in self.reported and self.early():
-            for o in mine:
-                if (
-                    o.who != b.who
-                    and overlaps(o.t0, o.t1, b.t0, b.t1)
-                    and overlaps(o.os, o.oe, b.os, b.oe)
-                ):
+            for o in busy.during(b.t0, b.t1):
+                if o.who != b.who and overlaps(o.os, o.oe, b.os, b.oe):
                     w0, w1 = max(o.t0, b.t0), min(o.t1, b.t1)
                     self.reported[tp] = (w0, w1)
                     found = _processing(DOUBLE_PROCESSING, tp, w0, w1, [o, b])
                     break
-        mine.append(b)
+        busy.add(b)
         return found
 
     def finish(self) -> list[Finding]:
         """Every window, exactly; a double-processing window reported early is not repeated."""
         out: list[Finding] = []
-        for tp in sorted(self.batches):
-            mine = self.batches[tp]
-            for w0, w1, _who in overlap_windows((b.t0, b.t1, b.who) for b in mine):
-                inside = [b for b in mine if b.t0 < w1 and w0 < b.t1]
+        for tp in sorted(self.busy):
+            busy = self.busy[tp]
+            for w0, w1, _who in overlap_windows((b.t0, b.t1, b.who) for b in busy.items):
+                inside = busy.during(w0, w1)
                 same = any(
                     a.who != b.who and overlaps(a.os, a.oe, b.os, b.oe)
                     for i, a in enumerate(inside)

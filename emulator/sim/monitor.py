@@ -181,6 +181,7 @@ class _Run:
     allows_loss: bool = False
     t: float | None = None
     batch: list[Entry] = field(default_factory=list)
+    events: int = 0
     late: int = 0
     finished: bool = False
     counted: dict[str, int] = field(default_factory=dict)
@@ -244,6 +245,7 @@ class Monitor:
         if run.finished:
             self.after_finish += 1
             return
+        run.events += 1
         if kind == K.RUN_STARTED:
             self._read_mode(run, event.get("detail"))
         t = event.get("t_emu_ms")
@@ -365,12 +367,18 @@ class Monitor:
         return tuple(k for k in UNCHECKED_KINDS if k not in allowed)
 
     def stats(self) -> dict[str, object]:
-        """Events seen, and per protocol: instants, events stamped before their instant."""
+        """What the monitor saw: events in all, and per protocol.
+
+        Per protocol: events checked, instants evaluated, events stamped before
+        the instant they joined (``late``), the commit mode in force, whether
+        the protocol is finished.
+        """
         return {
             "events": self._index,
             "after_finish": self.after_finish,
             "protocols": {
                 p: {
+                    "events": r.events,
                     "instants": r.checks.batches,
                     "late": r.late,
                     "commit_mode": r.commit_mode,

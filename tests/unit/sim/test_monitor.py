@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,9 @@ from emulator.anomalies import (
     ORDERING_OVERLAP,
     UNBALANCED_ASSIGNMENT,
 )
-from emulator.events import SCHEMA_VERSION, EventKind, validate_event
+from emulator.clock import ScaledClock
+from emulator.eventlog import EventWriter
+from emulator.events import SCHEMA_VERSION, Event, EventKind, validate_event
 from emulator.sim.invariants import (
     CONTROLLER_EPOCH_CONFLICT,
     LEADER_EPOCH_CONFLICT,
@@ -790,3 +793,63 @@ def test_bad_events_do_not_raise_from_the_tap() -> None:
         call()
     m.finish()
     assert m.stats()["events"] == 3
+
+
+# ------------------------------------------------- a whole run on the sim engine
+
+
+def test_a_sim_run_of_the_zombie_story_is_clean_and_agrees_with_its_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zombie-double-consume`` on the sim engine with the monitor as every writer's tap.
+
+    The engine has no monitor hook yet, so the test hands the monitor to every
+    event writer the run makes (``RunContext.writer``'s ``tap``). The story's
+    zombie (c-1, expelled while paused) is allowed everywhere: no violation,
+    not even of strict safety (c-1 was removed before its partitions moved on);
+    the monitor saw every event the logs hold, and its processing windows are
+    the run summary's.
+    """
+    from actors.context import RunContext
+    from actors.orchestrator import run_scenario
+    from actors.sim.run import SimEngine
+    from emulator.eventlog import ReadStats, read_run_events
+    from emulator.scenario import bundled_scenarios, load_scenario
+
+    monitor = Monitor()
+    writer = RunContext.writer
+
+    def tapped(
+        self: RunContext,
+        actor: str,
+        clock: ScaledClock | None = None,
+        *,
+        node: str | None = None,
+        tap: Callable[[Event], None] | None = None,
+    ) -> EventWriter:
+        assert tap is None  # nothing else taps the writers of a sim run today
+        return writer(self, actor, clock, node=node, tap=monitor)
+
+    monkeypatch.setattr(RunContext, "writer", tapped)
+    protocols = ["zookeeper", "classic-eager"]
+    scenario = load_scenario(bundled_scenarios()["zombie-double-consume"])
+    out = tmp_path / "run"
+    run_scenario(scenario, protocols, out, engine=SimEngine())
+    monitor.finish()
+    assert monitor.violations == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    stats = monitor.stats()["protocols"]
+    assert isinstance(stats, dict)
+    for protocol in protocols:
+        logged = sum(1 for _ in read_run_events(out / protocol / "events", ReadStats()))
+        assert stats[protocol]["events"] == logged
+        counted = monitor.counted(protocol)
+        counts = manifest["protocols"][protocol]["counts"]
+        assert counted.get(DOUBLE_PROCESSING, 0) == counts["double_processing"]
+        assert counted.get(ORDERING_OVERLAP, 0) == counts["ordering_overlap"]
+        assert counts["double_processing"] + counts["ordering_overlap"] >= 1
+        assert counted.get(DOUBLE_OWNERSHIP, 0) >= 1  # the zombie and the new owner
+        assert LOSS not in counted and counts["unprocessed"] == 0
+    # the legacy zombie's offset commits land (plain ZooKeeper writes): allowed there
+    assert monitor.counted("zookeeper").get(COMMIT_BY_NON_OWNER, 0) >= 1
+    assert monitor.counted("classic-eager").get(COMMIT_BY_NON_OWNER, 0) == 0
