@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -945,8 +946,7 @@ def run_scenario(
     write_manifest(mpath, manifest)
     results: list[ProtocolResult] = []
     try:
-        save = lambda: write_manifest(mpath, manifest)  # noqa: E731
-        engine.start(scenario, loc, out_path, manifest, save)
+        engine.start(scenario, loc, out_path, manifest, partial(write_manifest, mpath, manifest))
         for protocol in protocols:
             mine = engine.begin_protocol(protocol)
             pr = ProtocolRun(

@@ -36,8 +36,9 @@ from emulator.sim.loop import SimEventLoop
 from emulator.sim.network import Network
 from emulator.sim.rng import Streams
 from emulator.storage import Location
-from zk_registry.server import tick_time_for
+from zk_registry.client import ZkClient
 from zk_registry.sim.server import SimEnsemble
+from zk_registry.timeouts import tick_time_for
 
 if TYPE_CHECKING:
     from actors.orchestrator import ProtocolRun
@@ -63,15 +64,6 @@ def log_digest(events_dir: Path) -> str:
     return h.hexdigest()
 
 
-class _World:
-    """One protocol's simulated world (kept for its clean-up)."""
-
-    def __init__(self, loop: SimEventLoop, system: SimActorSystem, ensemble: SimEnsemble) -> None:
-        self.loop = loop
-        self.system = system
-        self.ensemble = ensemble
-
-
 class SimEngine:
     """The simulation engine.
 
@@ -84,10 +76,10 @@ class SimEngine:
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
         self._scenario: Scenario | None = None
-        self._worlds: dict[str, _World] = {}
         self._storage: EventStorage | None = None
         self._handler: logging.Handler | None = None
-        # each protocol's actor system, kept after its run for inspection (closed)
+        # each protocol's actor system (its loop is the protocol's world), kept
+        # after the run, closed, for inspection
         self.systems: dict[str, SimActorSystem] = {}
 
     def _seed(self, scenario: Scenario) -> int:
@@ -153,28 +145,30 @@ class SimEngine:
             tick_time_for(session_ms, scenario.time_scale),
         )
         ensemble.start()
-        io_box: list[SimIO] = []
 
+        # The actors and the admin clients need the io, which needs the system:
+        # these closures read ``io`` when they are called, after it is made.
         def broker(*args: Any) -> BrokerCore:
-            return BrokerCore(*args, io=io_box[0])
+            return BrokerCore(*args, io=io)
 
         def producer(*args: Any) -> ProducerCore:
-            return ProducerCore(*args, io=io_box[0])
+            return ProducerCore(*args, io=io)
 
         def host(*args: Any) -> ConsumerHostCore:
-            return ConsumerHostCore(*args, io=io_box[0])
+            return ConsumerHostCore(*args, io=io)
+
+        def admin_zk(connect: str, timeout_s: float, **options: Any) -> ZkClient:
+            return io.zk_client(connect, timeout_s, **options)
 
         system = SimActorSystem(
             loop,
             streams,
             Network(loop, streams),
             {"broker": broker, "producer": producer, "consumer_host": host},
+            admin_zk,
         )
         io = SimIO(ensemble, system)
-        io_box.append(io)
-        system.zk_client_factory = io.zk_client
         system.on_kill.append(lambda h: _killed(h, ensemble))
-        self._worlds[protocol] = _World(loop, system, ensemble)
         self.systems[protocol] = system
         return EngineParts(
             zk_hosts=list(ensemble.hosts),
@@ -186,14 +180,15 @@ class SimEngine:
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
         """Close the protocol's world; record its logs' digest and the loop's errors."""
-        world = self._worlds.pop(run.protocol, None)
-        if world is None:
+        system = self.systems.get(run.protocol)
+        if system is None or system.loop.is_closed():
             return
-        errors = list(world.loop.errors)
-        world.loop.close()
+        loop = system.loop
+        errors = list(loop.errors)
+        loop.close()
         engine = manifest.setdefault("engine", {})
         engine.setdefault("log_digest", {})[run.protocol] = log_digest(run.dir / "events")
-        engine.setdefault("virtual_s", {})[run.protocol] = round(world.loop.time(), 3)
+        engine.setdefault("virtual_s", {})[run.protocol] = round(loop.time(), 3)
         if errors:
             run.notes.append(
                 f"{len(errors)} error(s) in simulated actors' callbacks; the first: "
@@ -202,10 +197,9 @@ class SimEngine:
 
     def close(self) -> None:
         """Close any world left open (an interrupted run); stop the engine's log."""
-        for world in self._worlds.values():
-            if not world.loop.is_closed() and not world.loop.is_running():
-                world.loop.close()
-        self._worlds.clear()
+        for system in self.systems.values():
+            if not system.loop.is_closed() and not system.loop.is_running():
+                system.loop.close()
         if self._handler is not None:
             for name in SIM_LOGGERS:
                 logger = logging.getLogger(name)

@@ -159,8 +159,7 @@ class SimActorSystem:
         factories: per role (``broker``, ``producer``, ``consumer_host``), what
             builds an actor from the orchestrator's constructor arguments (the
             sim passes its own ``io`` there).
-        zk_client: builds the driver's admin ZooKeeper clients (the simulated
-            ensemble's); settable later as :attr:`zk_client_factory`.
+        zk_client: builds the driver's admin ZooKeeper clients (the simulated ensemble's).
         copy_messages: copy arguments and results as Ray does (default); off,
             they are shared (faster, for code known not to mutate them).
     """
@@ -184,7 +183,7 @@ class SimActorSystem:
         self.network = network
         self.clocks = VirtualClocks(loop)
         self._factories = dict(factories)
-        self.zk_client_factory = zk_client
+        self._zk_client = zk_client
         self._copy = _copy if copy_messages else (lambda v: v)
         self._names: dict[str, SimHandle] = {}  # live actors by name
         self._counts: dict[str, int] = {}  # unnamed actors per role, for their names
@@ -430,9 +429,9 @@ class SimActorSystem:
         self, connect: str, timeout_s: float, *, chroot: str = "", auth: Any = None
     ) -> ZkClient:
         """An admin client on the simulated ensemble."""
-        if self.zk_client_factory is None:
+        if self._zk_client is None:
             raise RuntimeError("this simulated system has no ZooKeeper")
-        return self.zk_client_factory(connect, timeout_s, chroot=chroot, auth=auth)
+        return self._zk_client(connect, timeout_s, chroot=chroot, auth=auth)
 
     def hostname(self) -> str:
         """:data:`HOSTNAME`."""

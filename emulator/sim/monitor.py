@@ -72,61 +72,29 @@ AllowedFn = Callable[[str, str, bool], frozenset[str]]
 
 
 @dataclass(frozen=True)
-class Violation:
-    """An invariant the run broke.
+class Violation(Finding):
+    """An invariant the run broke: a :class:`~emulator.sim.invariants.Finding` of a protocol's run.
+
+    ``kind`` is an anomaly kind the run's protocol may not show, a strict-safety
+    kind or an engine self-check kind (:mod:`emulator.sim.invariants`); the other
+    fields are the finding's, and :attr:`events` is its ``refs`` (arrival index,
+    actor, ``seq``).
 
     Attributes:
-        kind: an anomaly kind the run's protocol may not show, a strict-safety
-            kind or an engine self-check kind (:mod:`emulator.sim.invariants`).
-        protocol: the run protocol.
-        group: the consumer group, if any.
-        topic: the partition's topic, if the kind is about a partition.
-        partition: the partition number.
-        members: the members involved, sorted.
-        t_start_ms: where it starts, in emulated ms.
-        t_end_ms: where it ends (``t_start_ms`` for an instant).
-        events: the events that show it (arrival index, actor, ``seq``).
-        message: one human sentence.
-        offset_start: first offset of a range, if any.
-        offset_end: end of the range (exclusive).
-        count: the offline row's count.
-        detail: the offline row's detail.
+        protocol: the run protocol (keyword-only).
     """
 
-    kind: str
-    protocol: str
-    group: str | None
-    topic: str | None
-    partition: int | None
-    members: tuple[str, ...]
-    t_start_ms: float
-    t_end_ms: float
-    events: tuple[EventRef, ...]
-    message: str
-    offset_start: int | None = None
-    offset_end: int | None = None
-    count: int | None = None
-    detail: str | None = None
+    protocol: str = field(kw_only=True)
 
     @classmethod
     def of(cls, protocol: str, f: Finding) -> Violation:
         """The violation a finding of ``protocol``'s run is."""
-        return cls(
-            f.kind,
-            protocol,
-            f.group,
-            f.topic,
-            f.partition,
-            f.members,
-            f.t_start_ms,
-            f.t_end_ms,
-            f.refs,
-            f.message,
-            f.offset_start,
-            f.offset_end,
-            f.count,
-            f.detail,
-        )
+        return cls(**vars(f), protocol=protocol)
+
+    @property
+    def events(self) -> tuple[EventRef, ...]:
+        """The events that show it (the finding's ``refs``)."""
+        return self.refs
 
     @property
     def window(self) -> tuple[float, float]:

@@ -60,7 +60,30 @@ EXPIRE_TIMEOUT_S: Final = 20.0
 _POLL_S: Final = 0.01
 
 
-class RealBackend:
+class _LoopTime:
+    """Waiting on the running loop's clock: real time on the real backend, virtual on the sim's."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Time passes (the loop's)."""
+        await asyncio.sleep(seconds)
+
+    async def drive_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Check ``predicate`` every 10 ms of the loop's time, up to ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            if loop.time() >= deadline:
+                return predicate()
+            await asyncio.sleep(_POLL_S)
+        return True
+
+    async def settle(self) -> None:
+        """What is in flight arrives (:data:`SETTLE_S`): on the real backend, kazoo's callback
+        and completion threads hand over; on the sim, the same span of virtual time."""
+        await asyncio.sleep(SETTLE_S)
+
+
+class RealBackend(_LoopTime):
     """The embedded real ZooKeeper (see the module docstring).
 
     Args:
@@ -198,26 +221,8 @@ class RealBackend:
 
         return await asyncio.to_thread(find)
 
-    async def sleep(self, seconds: float) -> None:
-        """Real time passes."""
-        await asyncio.sleep(seconds)
 
-    async def drive_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        """Poll ``predicate`` every 10 ms of real time."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not predicate():
-            if loop.time() >= deadline:
-                return predicate()
-            await asyncio.sleep(_POLL_S)
-        return True
-
-    async def settle(self) -> None:
-        """kazoo's callback and completion threads hand over (:data:`SETTLE_S`)."""
-        await asyncio.sleep(SETTLE_S)
-
-
-class SimBackend:
+class SimBackend(_LoopTime):
     """The simulated ZooKeeper on a virtual-time loop (see the module docstring).
 
     Each script runs on its own loop with its own ensemble (size and tickTime as
@@ -335,21 +340,3 @@ class SimBackend:
     async def member_of(self, session_id: int) -> int | None:
         """The member holding a live connection of the session."""
         return self.ensemble.member_of_session(session_id)
-
-    async def sleep(self, seconds: float) -> None:
-        """Virtual time passes."""
-        await asyncio.sleep(seconds)
-
-    async def drive_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        """Run the loop, checking ``predicate`` every 10 ms of virtual time."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not predicate():
-            if loop.time() >= deadline:
-                return predicate()
-            await asyncio.sleep(_POLL_S)
-        return True
-
-    async def settle(self) -> None:
-        """What is in flight arrives (:data:`SETTLE_S` of virtual time, as the real backend)."""
-        await asyncio.sleep(SETTLE_S)

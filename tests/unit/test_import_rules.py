@@ -68,9 +68,10 @@ SIM_ZK = "zk_registry/sim"
 SIM_ZK_KAZOO = frozenset({"kazoo.exceptions", "kazoo.protocol.states", "kazoo.handlers.threading"})
 """The kazoo modules the simulated ZooKeeper may import: error classes (``KazooTimeoutError``
 lives in ``kazoo.handlers.threading``) and state/stat types -- never ``kazoo.client``."""
-SIM_ZK_PROJECT = ("emulator", "zk_registry.sim", "zk_registry.proxy")
-"""The project modules it may import: the core, its own package, and ``zk_registry.proxy``
-for ``ProxyMode`` (that module imports only asyncio, contextlib and enum)."""
+SIM_ZK_PROJECT = ("emulator", "zk_registry.sim", "zk_registry.proxy", "zk_registry.timeouts")
+"""The project modules it may import: the core, its own package, ``zk_registry.proxy``
+for ``ProxyMode`` (that module imports only asyncio, contextlib and enum) and
+``zk_registry.timeouts`` (pure arithmetic)."""
 SIM_ZK_BANNED_STDLIB = frozenset(
     (
         "socket",

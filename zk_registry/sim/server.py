@@ -154,6 +154,7 @@ from zk_registry.sim.wire import (
     Reply,
     Request,
 )
+from zk_registry.timeouts import negotiated_session_timeout_ms
 
 if TYPE_CHECKING:
     from zk_registry.sim.client import SimKazooClient
@@ -338,7 +339,7 @@ class SimEnsemble:
         loop: the sim loop everything runs on.
         streams: the run's streams.
         size: members (1, 3 or 5; any positive size is accepted, quorum is a majority).
-        tick_time_ms: tickTime (see :func:`zk_registry.server.tick_time_for`).
+        tick_time_ms: tickTime (see :func:`zk_registry.timeouts.tick_time_for`).
         name: the host-name prefix of the members' addresses (``<name>-<myid>:2181``).
         min_session_timeout_ms, max_session_timeout_ms: the negotiation bounds
             (default ``2`` and ``20`` x tickTime).
@@ -489,7 +490,9 @@ class SimEnsemble:
 
     def negotiate(self, requested_ms: int) -> int:
         """The timeout granted for ``requested_ms``: clamped to the bounds."""
-        return max(self._min_timeout, min(self._max_timeout, requested_ms))
+        return negotiated_session_timeout_ms(
+            requested_ms, self._tick, self._min_timeout, self._max_timeout
+        )
 
     # ------------------------------------------------------------ lifecycle
 

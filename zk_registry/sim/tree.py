@@ -125,7 +125,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from emulator.javahash import java_string_hashcode
+from emulator.javahash import java_hashmap_hash as java_hash
 
 __all__ = [
     "ROOT",
@@ -179,19 +179,6 @@ _MIN_TREEIFY_CAPACITY = 64  # HashMap.MIN_TREEIFY_CAPACITY
 
 _Entry: TypeAlias = tuple[int, str]
 _Table: TypeAlias = list[list[_Entry] | None]
-
-
-def java_hash(key: str) -> int:
-    """``HashMap.hash(key)``: ``h ^ (h >>> 16)`` of ``String.hashCode``, as unsigned 32 bits.
-
-    Args:
-        key: the string.
-
-    Returns:
-        The spread hash in ``[0, 2**32)``; a key's bucket is ``hash & (capacity - 1)``.
-    """
-    h = java_string_hashcode(key) & 0xFFFFFFFF
-    return h ^ (h >> 16)
 
 
 def table_size_for(capacity: int) -> int:

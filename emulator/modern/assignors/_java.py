@@ -24,22 +24,17 @@ test expectations.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Sequence
 
-from emulator.javahash import java_string_hashcode
+from emulator.javahash import java_hashmap_hash
 
 __all__ = [
-    "java_hash",
     "java_hashmap_capacity",
     "java_hashmap_order",
     "java_key",
     "java_sorted",
     "static_first_key",
 ]
-
-_MASK32 = 0xFFFFFFFF
-
 
 _FIRST_NON_BMP = "\U00010000"
 
@@ -80,35 +75,6 @@ def java_hashmap_capacity(size: int) -> int:
     return capacity
 
 
-_POWERS: dict[int, list[int]] = {}
-
-
-def _powers_of_31(length: int) -> list[int]:
-    powers = _POWERS.get(length)
-    if powers is None:
-        powers = [pow(31, length - 1 - i, 1 << 32) for i in range(length)]
-        _POWERS[length] = powers
-    return powers
-
-
-def java_hash(s: str) -> int:
-    """``String.hashCode`` as an unsigned 32-bit int.
-
-    For ASCII strings this uses the closed form ``sum(c[i] * 31**(n-1-i)) mod 2**32``
-    in one C-level pass; otherwise :func:`emulator.javahash.java_string_hashcode`.
-
-    Args:
-        s: the string.
-
-    Returns:
-        ``s.hashCode() & 0xFFFFFFFF``.
-    """
-    if s.isascii():
-        products: Iterable[int] = map(operator.mul, s.encode("ascii"), _powers_of_31(len(s)))
-        return sum(products) & _MASK32
-    return java_string_hashcode(s) & _MASK32
-
-
 def java_hashmap_order(keys: Sequence[str]) -> list[str]:
     """Iteration order of a ``new HashMap<String, V>()`` filled by ``put`` in ``keys`` order.
 
@@ -121,8 +87,7 @@ def java_hashmap_order(keys: Sequence[str]) -> list[str]:
     mask = java_hashmap_capacity(len(keys)) - 1
 
     def bucket(key: str) -> int:
-        h = java_hash(key)
-        return (h ^ (h >> 16)) & mask
+        return java_hashmap_hash(key) & mask
 
     decorated = sorted((bucket(k), i, k) for i, k in enumerate(keys))
     return [k for _, _, k in decorated]

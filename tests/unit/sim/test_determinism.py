@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import subprocess
-import sys
-from pathlib import Path
 
 from emulator.sim.loop import ActorContext, SimEventLoop
 from emulator.sim.network import LinkMode, LinkRefused, Network
 from emulator.sim.rng import Streams, chance, uniform_ns
+from tests.unit.sim.hashseed import output_under_hash_seed
 
-ROOT = Path(__file__).resolve().parents[3]
 ACTORS = 8
 ROUNDS = 25
 
@@ -110,18 +107,7 @@ def test_another_seed_gives_another_trace() -> None:
 
 def test_the_trace_does_not_depend_on_the_hash_seed() -> None:
     code = "from tests.unit.sim.test_determinism import trace_digest; print(trace_digest(11))"
-    digests = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            env={"PYTHONHASHSEED": h, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout.strip()
-        for h in ("0", "12345")
-    }
+    digests = {output_under_hash_seed(code, h, 120).strip() for h in ("0", "12345")}
     assert digests == {trace_digest(11)}
 
 

@@ -8,7 +8,6 @@ import itertools
 import random
 import time
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,16 +20,6 @@ from emulator.sim.loop import (
     SimUnsupported,
     current_actor,
 )
-
-
-@pytest.fixture
-def loop() -> Iterator[SimEventLoop]:
-    lp = SimEventLoop()
-    yield lp
-    errors = list(lp.errors)
-    lp.close()
-    assert errors == []
-
 
 # ------------------------------------------------------------------ time
 

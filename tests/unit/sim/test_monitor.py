@@ -753,7 +753,6 @@ def test_the_ring_is_bounded_and_a_trace_shows_the_partition_the_members_and_the
 def test_a_violation_is_json_able() -> None:
     v = Violation(
         COMMIT_BY_NON_OWNER,
-        "consumer",
         GROUP,
         TOPIC,
         0,
@@ -762,6 +761,7 @@ def test_a_violation_is_json_able() -> None:
         1.0,
         (EventRef(3, "host-0", 7),),
         "c-1 committed",
+        protocol="consumer",
     )
     doc = json.loads(json.dumps(v.to_dict()))
     assert doc["events"] == [{"index": 3, "actor": "host-0", "seq": 7}]

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-
-import pytest
 
 from emulator.sim.loop import ActorContext, SimEventLoop, current_actor
 from emulator.sim.network import (
@@ -18,15 +15,6 @@ from emulator.sim.network import (
     UniformLatency,
 )
 from emulator.sim.rng import Streams
-
-
-@pytest.fixture
-def loop() -> Iterator[SimEventLoop]:
-    lp = SimEventLoop()
-    yield lp
-    errors = list(lp.errors)
-    lp.close()
-    assert errors == []
 
 
 def _who() -> str | None:

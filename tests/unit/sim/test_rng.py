@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from emulator.sim.rng import PPM, QuantileTable, Streams, chance, stream_seed, uniform_ns
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.sim.hashseed import output_under_hash_seed
 
 
 class IntegerOnly(random.Random):
@@ -46,18 +42,7 @@ def test_the_draws_do_not_depend_on_the_hash_seed() -> None:
         "s = Streams('seed')\n"
         "print([s.stream(n).randrange(10**9) for n in ('a', 'b', 'c')])\n"
     )
-    outs = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            env={"PYTHONHASHSEED": h, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        for h in ("1", "2")
-    }
+    outs = {output_under_hash_seed(code, h, 60) for h in ("1", "2")}
     assert len(outs) == 1
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +16,8 @@ from emulator.broker.coordinators import CoordinatorHost
 from emulator.broker.replica_manager import ReplicaManager
 from emulator.host.core import HostCore
 from emulator.scenario import Scenario, load_scenario
+from tests.unit.sim.hashseed import output_under_hash_seed
 
-ROOT = Path(__file__).resolve().parents[3]
 PROTOCOLS = ["zookeeper", "classic-eager", "classic-cooperative", "consumer"]
 
 SCENARIO = """
@@ -130,12 +127,8 @@ def _digest_in_subprocess(tmp_path: Path, seed: int, hash_seed: str) -> str:
         f"             engine=SimEngine(seed={seed}))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'pyspark')))\n"
     )
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"  # neither Ray nor Spark was loaded
+    stdout = output_under_hash_seed(code, hash_seed)
+    assert stdout.strip().splitlines()[-1] == "[]"  # neither Ray nor Spark was loaded
     manifest = json.loads((out / "manifest.json").read_text())
     return str(manifest["engine"]["log_digest"]["zookeeper"])
 
