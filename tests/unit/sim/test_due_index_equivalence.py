@@ -1,0 +1,332 @@
+"""The consumer host's due-index changes nothing but cost: sim log digests of the pre-index code.
+
+:class:`emulator.host.core.HostCore` visits, each tick, only the members with
+something due (a deadline, a batch end, an answer, a watch, a fault; R9 of
+the issue-18 design). That must not change a single event: every expected
+digest below is the ``engine.log_digest`` of a sim run (a sha256 over each
+protocol's event logs, byte-identical for the same seed) produced by the
+pre-index code, at commit 19ec08b9769c763740ae5340be0e22fb64c25a06, where
+every tick visited every member. The scenarios reach every way a member is
+touched between its visits: answers, fetches, crashes, leaves, joins, a pause
+(answers held), slow processing, the three network partitions, a subscription
+change, a restart, a broker crash (failed calls), a crowd of idle members and
+a topic growing (metadata refreshes, one of them during a pause).
+
+``-m "not slow"`` runs the fast half (about 20 s of CPU); the rest are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actors.orchestrator import run_scenario
+from actors.sim.run import SimEngine
+from emulator.scenario import Scenario, bundled_scenarios, load_scenario, parse_scenario
+from tests.unit.sim.test_sim_runs import SCENARIO as SIM_SMALL
+
+FAULTS = """
+name = "sim-faults"
+description = "every host-side fault on a small group: the due-index's touch points"
+seed = 11
+duration_s = 32.0
+time_scale = 0.5
+
+[cluster]
+brokers = 3
+zookeeper_ensemble = 1
+
+[[topics]]
+name = "a"
+partitions = 4
+replication_factor = 2
+
+[[topics]]
+name = "b"
+partitions = 3
+replication_factor = 2
+
+[producer]
+rate_per_s = 60.0
+topics = ["a", "b"]
+
+[group]
+id = "faults-group"
+consumers = 4
+topics = ["a"]
+processing_ms_per_message = 3.0
+manual_commit = "sync"
+rebalance_listener = "commit-on-revoke"
+
+[kafka]
+"zookeeper.session.timeout.ms" = 6000
+"session.timeout.ms" = 10000
+"group.consumer.min.session.timeout.ms" = 6000
+"group.consumer.session.timeout.ms" = 10000
+"auto.offset.reset" = "smallest"
+
+[[timeline]]
+at_s = 4.0
+action = "pause"
+member = "c-1"
+duration_s = 3.0
+
+[[timeline]]
+at_s = 5.0
+action = "slow"
+member = "c-2"
+duration_s = 4.0
+processing_ms_per_message = 40.0
+
+[[timeline]]
+at_s = 6.0
+action = "network_partition"
+members = ["c-3"]
+target = "brokers"
+duration_s = 2.5
+
+[[timeline]]
+at_s = 8.0
+action = "network_partition"
+members = ["c-0"]
+target = "coordinator"
+duration_s = 2.0
+
+[[timeline]]
+at_s = 9.0
+action = "network_partition"
+members = ["c-0"]
+target = "zookeeper"
+duration_s = 2.0
+
+[[timeline]]
+at_s = 11.0
+action = "add_partitions"
+topic = "a"
+partitions = 6
+
+[[timeline]]
+at_s = 13.0
+action = "subscribe"
+members = ["c-0", "c-3"]
+topics = ["a", "b"]
+
+[[timeline]]
+at_s = 16.0
+action = "restart"
+members = ["c-2"]
+downtime_s = 1.5
+
+[[timeline]]
+at_s = 19.0
+action = "broker_crash"
+broker = 1
+restart_after_s = 4.0
+
+[[timeline]]
+at_s = 25.0
+action = "join"
+"""
+
+CROWD = """
+name = "sim-crowd"
+description = "40 consumers on 8 partitions: most idle, one joins, one crashes, one leaves"
+seed = 13
+duration_s = 20.0
+time_scale = 0.5
+
+[cluster]
+brokers = 3
+zookeeper_ensemble = 1
+
+[[topics]]
+name = "events"
+partitions = 8
+replication_factor = 2
+
+[producer]
+rate_per_s = 80.0
+topics = ["events"]
+
+[group]
+id = "crowd-group"
+consumers = 40
+topics = ["events"]
+processing_ms_per_message = 2.0
+consumers_per_host = 25
+
+[kafka]
+"zookeeper.session.timeout.ms" = 6000
+"session.timeout.ms" = 10000
+"group.consumer.min.session.timeout.ms" = 6000
+"group.consumer.session.timeout.ms" = 10000
+"auto.offset.reset" = "smallest"
+
+[[timeline]]
+at_s = 5.0
+action = "join"
+
+[[timeline]]
+at_s = 8.0
+action = "crash"
+member = "c-3"
+
+[[timeline]]
+at_s = 12.0
+action = "leave"
+member = "c-5"
+"""
+
+GROW = """
+name = "sim-grow"
+description = "a topic grows; the modern members learn it at their metadata refresh (300 s)"
+seed = 5
+duration_s = 320.0
+time_scale = 0.2
+
+[cluster]
+brokers = 3
+zookeeper_ensemble = 1
+
+[[topics]]
+name = "a"
+partitions = 4
+replication_factor = 2
+
+[producer]
+rate_per_s = 20.0
+topics = ["a"]
+
+[group]
+id = "grow-group"
+consumers = 3
+topics = ["a"]
+processing_ms_per_message = 3.0
+
+[kafka]
+"auto.offset.reset" = "smallest"
+
+[[timeline]]
+at_s = 20.0
+action = "add_partitions"
+topic = "a"
+partitions = 6
+
+[[timeline]]
+at_s = 100.0
+action = "restart"
+members = ["c-2"]
+downtime_s = 0.0
+
+[[timeline]]
+at_s = 298.0
+action = "pause"
+member = "c-1"
+duration_s = 6.0
+"""
+
+TEXTS = {"sim-small": SIM_SMALL, "sim-faults": FAULTS, "sim-crowd": CROWD, "sim-grow": GROW}
+
+# Produced by the pre-index code (commit 19ec08b9769c763740ae5340be0e22fb64c25a06), one
+# run_scenario per (scenario, protocol) with SimEngine(seed=<the scenario's seed>).
+EXPECTED: dict[tuple[str, str], str] = {
+    ("sim-small", "zookeeper"): (
+        "5422a200fcc2a91cafa7debea0a0f7094359a72ebe2b8deb0274385f23388ad1"
+    ),
+    ("sim-small", "classic-eager"): (
+        "bce5043594623c7b04ead0f72c48b8eb08cef5f8e59647e67ab7f393947d1a7f"
+    ),
+    ("sim-small", "classic-cooperative"): (
+        "fe810208aae8bbbc34285c02fe16be748d58c6c7ee910f6a80e55e8c9576e59c"
+    ),
+    ("sim-small", "consumer"): ("72f7ad0be9266bb55e5e25839a7b7db2d31a57884d9d99ea1e2013870dc15055"),
+    ("quickstart", "zookeeper"): (
+        "ed87af6bda36d2cdb9ffda317ef6e25fea45400189b99a18ec263cee88cb5201"
+    ),
+    ("quickstart", "classic-eager"): (
+        "29c6a7f2c8cfae43c73e1978227bc6a562789d6c6321c7e33f644f7529034156"
+    ),
+    ("quickstart", "classic-cooperative"): (
+        "448c8f076401406bf88270b6bd716c681cbc3dd1b797ec89b2031475f36197cc"
+    ),
+    ("quickstart", "consumer"): (
+        "4bcdfe96d1c151a4ce5a1d8669281763496f0c1df822c5dc80ace664b37f5f2d"
+    ),
+    ("zombie-double-consume", "zookeeper"): (
+        "152282fc4a9dbd8ba52f43de3ef82ac12e0e7f35c6e9c48d4d5094c778491ddd"
+    ),
+    ("zombie-double-consume", "classic-eager"): (
+        "8195b58c919ab21ce3244e926f4a631e0232b93a5326c3dc393a01d23fcf33d3"
+    ),
+    ("zombie-double-consume", "classic-cooperative"): (
+        "37a7cfafd905463c46ce4c50e44ed0b9ea6c1ece05fb3d15dd269923f681a9cd"
+    ),
+    ("zombie-double-consume", "consumer"): (
+        "4c4941939f9f83a40cc0fe522e360e7fe68ad7790cdcf03f899832138aff3f4e"
+    ),
+    ("sim-faults", "zookeeper"): (
+        "741356348f35670c021e9bf7475f0f098fecfc023a54b96ad616ac4ff2c3d772"
+    ),
+    ("sim-faults", "classic-eager"): (
+        "a24a50354e52528b21ef3067a4a270c401e80476572f37df6241f4714d419b58"
+    ),
+    ("sim-faults", "classic-cooperative"): (
+        "46bd480506965d254f2f30520819a4399448d566928e7ed926f2c38a897c4ff8"
+    ),
+    ("sim-faults", "consumer"): (
+        "e5c2cb6a7df727247389c12bf7c4d0c1a9d022dd5370f99b1ef66fbd36bb6554"
+    ),
+    ("sim-crowd", "zookeeper"): (
+        "5e9a78510208eb48e6fdfa6fe3d36f064de31b749742c68d1bc6a1670d5a65bb"
+    ),
+    ("sim-crowd", "classic-eager"): (
+        "21584a0ac207172c98023c4825b34820a9f36167a9d2e3c75b18d95e823db49e"
+    ),
+    ("sim-crowd", "classic-cooperative"): (
+        "aeb4396093da203d0cc0310f32f92427f9cf9b0166359e21fbca555afabf4b61"
+    ),
+    ("sim-crowd", "consumer"): ("3e6ecdb98d7edf26f7b4b01df49a6a5c1909f5d33ebf6a7bfe8c3105e5684702"),
+    ("sim-grow", "classic-eager"): (
+        "243a05e113473438c2b1025b9e5f49630f3ddcb6b5da037fd994221dc3f4fb8d"
+    ),
+    ("sim-grow", "consumer"): ("806782e9c229d85beb89338667ae78982aabf1e865bff3ecb5dc85fd1b948521"),
+}
+
+SLOW = {
+    ("sim-small", "classic-cooperative"),
+    ("sim-faults", "classic-cooperative"),
+    ("sim-crowd", "classic-eager"),
+    ("sim-crowd", "classic-cooperative"),
+    ("quickstart", "classic-eager"),
+    ("quickstart", "classic-cooperative"),
+    ("quickstart", "consumer"),
+    ("zombie-double-consume", "classic-eager"),
+    ("zombie-double-consume", "classic-cooperative"),
+    ("sim-grow", "classic-eager"),
+    ("sim-grow", "consumer"),
+}
+
+
+def _scenario(name: str) -> Scenario:
+    if name in TEXTS:
+        return parse_scenario(TEXTS[name], f"{name}.toml")
+    return load_scenario(bundled_scenarios()[name])
+
+
+@pytest.mark.parametrize(
+    ("name", "protocol"),
+    [
+        pytest.param(name, protocol, marks=[pytest.mark.slow] if (name, protocol) in SLOW else [])
+        for name, protocol in EXPECTED
+    ],
+)
+def test_the_log_digest_is_the_pre_index_codes(tmp_path: Path, name: str, protocol: str) -> None:
+    scenario = _scenario(name)
+    results = run_scenario(
+        scenario, [protocol], tmp_path / "run", engine=SimEngine(seed=scenario.seed)
+    )
+    assert [r.status for r in results] == ["completed"]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["engine"]["log_digest"][protocol] == EXPECTED[(name, protocol)]
