@@ -9,6 +9,22 @@ through one fetch session per broker
 members' group requests in one batch per broker, and finally does its
 housekeeping (metadata refreshes that are due, the event log's flush).
 
+The due-index (R9 of the issue-18 design). A tick visits only the members
+with something due, in the order of :attr:`HostCore.members` (the order in
+which a visit of every member would have reached them, so the events and
+requests come out the same): those whose time has come (a heap of each
+member's next deadline, lost request or batch end, from
+:meth:`~emulator.host.shell.MemberShell.next_visit` after its last visit)
+and those touched since (a dirty set: answers, fetches, watches, ZooKeeper
+results, faults, crashes and leaves all call
+:meth:`~emulator.host.shell.MemberShell.touch` before they change a member).
+A visit of any other member would do nothing, except for a modern member
+whose application sits idle in ``poll()``: that call is replayed before its
+machine next hears anything (:meth:`~emulator.host.modern_shell.ModernShell.catch_up`).
+The fetch wants are collected from the members visited or touched since the
+last collection (no other member's can have changed), and the metadata
+refreshes after a topic grows from a heap of their due times.
+
 Everything outside is injected: the emulated clock (``now_ms``), the event
 writer (:class:`EventSink`) and the transport (:class:`HostTransport`: the
 leader cache and the calls to brokers). The Ray actor
@@ -19,6 +35,7 @@ answers back (:meth:`HostCore.fetch_answered`, :meth:`HostCore.fetch_failed`,
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections import defaultdict
@@ -262,7 +279,31 @@ class HostCore:
         self._outbox: dict[int, list[GroupRequest]] = defaultdict(list)
         self._awaiting: dict[int, tuple[int, ModernShell]] = {}
         self._group_inflight: set[int] = set()
+        # The due-index. Each member's number in the order of self.members (a
+        # name re-added after it left goes last, as in the dict).
+        self._order: dict[str, int] = {}
+        self._by_order: dict[int, Member] = {}
+        self._next_order = 0
+        self._wakes: list[tuple[float, int]] = []  # (when, order): a heap, stale entries skipped
+        self._wake_of: dict[int, float] = {}  # order -> its one valid entry in self._wakes
+        self._dirty: set[int] = set()  # to visit at the next tick
+        self._fetch_dirty: set[int] = set()  # may want a fetch: visited or touched since
+        self._visiting: Member | None = None
+        self._tick_heap: list[int] = []  # the current tick's visits still to make
+        self._cursor = -1  # the order of the member being visited (-1: not in a tick's visits)
+        # The last tick whose visits are done (an idle member's catch-up replays
+        # it), and the tick whose visits are under way.
+        self._visited_ms = -math.inf
+        self._tick_ms = -math.inf
+        # Metadata refreshes after a topic grew: due time per name in the order
+        # the entries were made (the order refreshes of the same tick run in),
+        # with a heap of due times; due entries of paused members wait.
         self._metadata_due: dict[str, float] = {}
+        self._metadata_pos: dict[str, int] = {}
+        self._metadata_heap: list[tuple[float, int, str]] = []
+        self._metadata_ready: set[str] = set()
+        self._metadata_next_pos = 0
+        self._metadata_left: set[str] = set()  # retired since the last housekeeping
 
     # ---------------------------------------------------------------- events
 
@@ -348,7 +389,7 @@ class HostCore:
         member.broker_ids = tuple(sorted(broker_ids))
         box.append(member)
         member.on_unfetch = self.fetches.unfetch
-        self.members[spec.name] = member
+        self._enter(member)
         member.apply(machine.start(self.now_ms()))
         return spec.name
 
@@ -356,7 +397,47 @@ class HostCore:
         """Take a legacy member the actor built (with its ZooKeeper session) into the host."""
         member.manual_commit = self.config.manual_commit
         member.on_unfetch = self.fetches.unfetch
-        self.members[member.name] = member
+        self._enter(member)
+
+    def _enter(self, member: Member) -> None:
+        """Put ``member`` in :attr:`members` and the due-index; it is visited at the next tick."""
+        name = member.name
+        old = self.members.get(name)
+        if old is not None:  # replaced in place: it keeps its place in the dict
+            old.on_touch = None
+            order = self._order[name]
+        else:
+            order = self._next_order
+            self._next_order += 1
+            self._order[name] = order
+        self.members[name] = member
+        self._by_order[order] = member
+        member.on_touch = self._touch
+        self._dirty.add(order)
+        self._fetch_dirty.add(order)
+
+    def _touch(self, member: MemberShell) -> None:
+        """``member`` is about to change outside its visit: visit it at the next tick.
+
+        An idle modern member first catches up on the ``app_idle`` of the last
+        tick it was not visited at, so its machine is as a visit at every tick
+        would have left it before it hears what comes now.
+        """
+        if member is self._visiting:
+            return  # its visit reads what it needs at its end
+        order = self._order.get(member.name)
+        if order is None or self._by_order.get(order) is not member:
+            return  # not (or no longer) a member of this host
+        if isinstance(member, ModernShell) and member.idle_at is not None:
+            # (During a tick's visits, one already passed had its turn in this tick.)
+            passed = 0 <= order < self._cursor
+            member.catch_up(self._tick_ms if passed else self._visited_ms)
+            member.idle_at = None
+        self._fetch_dirty.add(order)
+        if order > self._cursor >= 0:
+            heapq.heappush(self._tick_heap, order)  # not yet reached in this tick's visits
+        else:
+            self._dirty.add(order)
 
     def is_live(self, name: str, member: MemberShell) -> bool:
         """Whether ``member`` is still the live member called ``name``."""
@@ -398,6 +479,14 @@ class HostCore:
         member = self.members.pop(name, None)
         if member is None:  # retired meanwhile (a restart and a stop both leaving it)
             return None
+        order = self._order.pop(name)
+        del self._by_order[order]
+        self._wake_of.pop(order, None)
+        self._dirty.discard(order)
+        self._fetch_dirty.discard(order)
+        member.on_touch = None
+        if name in self._metadata_due:
+            self._metadata_left.add(name)
         member.alive = False
         self.fetches.unfetch_all(member)
         self.gone[name] = how
@@ -428,30 +517,85 @@ class HostCore:
         for name, member in self.members.items():
             if isinstance(member, ModernShell):
                 k = math.floor((now - member.started_ms) / age) + 1
-                self._metadata_due[name] = member.started_ms + k * age
+                due = member.started_ms + k * age
+                if name not in self._metadata_due:
+                    self._metadata_pos[name] = self._metadata_next_pos
+                    self._metadata_next_pos += 1
+                self._metadata_due[name] = due
+                self._metadata_ready.discard(name)
+                heapq.heappush(self._metadata_heap, (due, self._metadata_pos[name], name))
 
     # ------------------------------------------------------------------ tick
 
     def tick(self, now_ms: float) -> None:
         """One pass of the host's loop at ``now_ms``.
 
-        Every member sees the time and processes; then (unless the host is
-        shutting down) each broker gets its fetch-session call, the group
-        requests go out, and the housekeeping runs.
+        Every member with something due sees the time and processes, in the
+        members' order; then (unless the host is shutting down) each broker
+        gets its fetch-session call, the group requests go out, and the
+        housekeeping runs.
         """
-        for member in list(self.members.values()):
-            member.poll(now_ms)
-            self.processed += member.process(now_ms, self.config.processing_ms_per_message)
+        due = self._dirty
+        self._dirty = set()
+        wakes, wake_of = self._wakes, self._wake_of
+        while wakes and wakes[0][0] <= now_ms:
+            when, order = heapq.heappop(wakes)
+            if wake_of.get(order) == when:
+                del wake_of[order]
+                due.add(order)
+        heap = self._tick_heap = list(due)
+        heapq.heapify(heap)
+        self._tick_ms = now_ms
+        last = -1
+        cost = self.config.processing_ms_per_message
+        while heap:
+            order = heapq.heappop(heap)
+            member = self._by_order.get(order)
+            if order == last or member is None:
+                continue
+            self._cursor = last = order
+            self._visit(order, member, now_ms, cost)
+        self._cursor = -1
+        self._visited_ms = now_ms
         if not self.stopping:  # shutting down: leave the group, fetch nothing more
             self.send_fetches()
         if self._outbox or self._awaiting:
             self.exchange_groups()
         self.housekeeping(now_ms)
 
+    def _visit(self, order: int, member: Member, now_ms: float, cost_ms: float) -> None:
+        """One member's turn in the tick; then when its next turn is."""
+        if isinstance(member, ModernShell) and member.idle_at is not None:
+            member.catch_up(self._visited_ms)  # the ticks it was not visited at
+            member.idle_at = None
+        self._visiting = member
+        try:
+            member.poll(now_ms)
+            self.processed += member.process(now_ms, cost_ms)
+        finally:
+            self._visiting = None
+        self._fetch_dirty.add(order)
+        when = member.next_visit(now_ms)
+        if when is None:
+            self._wake_of.pop(order, None)
+        elif when <= now_ms:
+            self._wake_of.pop(order, None)
+            self._dirty.add(order)
+        elif self._wake_of.get(order) != when:
+            self._wake_of[order] = when
+            heapq.heappush(self._wakes, (when, order))
+
     def send_fetches(self) -> None:
-        """Give every position that wants a fetch a slot; send each broker's changes."""
+        """Give every position that wants a fetch a slot; send each broker's changes.
+
+        Only members visited or touched since the last call can want a new
+        fetch; they are asked in the members' order (the order of the slots).
+        """
         self.transport.refresh_leaders()
-        for call in self.fetches.calls(self.members.values(), self.transport):
+        asked = sorted(self._fetch_dirty)
+        self._fetch_dirty = set()
+        members = [m for m in (self._by_order.get(o) for o in asked) if m is not None]
+        for call in self.fetches.calls(members, self.transport):
             self.transport.send_fetch(call)
 
     def fetch_answered(self, broker: int, answers: Sequence[SessionAnswer]) -> None:
@@ -504,15 +648,39 @@ class HostCore:
         never leaves a committed offset whose processing the log lost.
         """
         if self._metadata_due:
-            for name, due in list(self._metadata_due.items()):
-                member = self.members.get(name)
-                if member is None:
-                    del self._metadata_due[name]
-                elif now_ms >= due and not member.paused:
-                    del self._metadata_due[name]
-                    if isinstance(member, ModernShell):  # only modern members have a due
-                        member.metadata_refresh(dict(self.partitions_per_topic))
+            self._metadata_refreshes(now_ms)
         self.events.flush()
+
+    def _metadata_refreshes(self, now_ms: float) -> None:
+        """The metadata refreshes due at ``now_ms``, in the order their entries were made.
+
+        A gone member's entry is dropped at the first housekeeping it is gone
+        at; a paused member's waits for its wake.
+        """
+        for name in self._metadata_left:
+            if name not in self.members:
+                self._drop_metadata(name)
+        self._metadata_left.clear()
+        heap = self._metadata_heap
+        while heap and heap[0][0] <= now_ms:
+            due, pos, name = heapq.heappop(heap)
+            if self._metadata_due.get(name) == due and self._metadata_pos.get(name) == pos:
+                self._metadata_ready.add(name)
+        if not self._metadata_ready:
+            return
+        for name in sorted(self._metadata_ready, key=self._metadata_pos.__getitem__):
+            member = self.members.get(name)
+            if member is None:
+                self._drop_metadata(name)
+            elif not member.paused:
+                self._drop_metadata(name)
+                if isinstance(member, ModernShell):  # only modern members have a due
+                    member.metadata_refresh(dict(self.partitions_per_topic))
+
+    def _drop_metadata(self, name: str) -> None:
+        self._metadata_due.pop(name, None)
+        self._metadata_pos.pop(name, None)
+        self._metadata_ready.discard(name)
 
     # ------------------------------------------------------------------ stats
 

@@ -100,11 +100,14 @@ class FetchSessionClient:
         self._outstanding: dict[int, int] = defaultdict(int)  # broker -> slots there
 
     def calls(self, members: Iterable[MemberShell], leaders: Leaders) -> list[FetchCall]:
-        """Give every position that wants a fetch a slot; return each broker's call to make.
+        """Give every position of ``members`` that wants a fetch a slot; return the calls to make.
 
-        A broker gets a call when it has none outstanding and has slots (new
-        or parked) or withdrawals; the caller must answer each call with
-        :meth:`answered` or :meth:`failed`.
+        ``members`` are asked in the order given, which is the order of the
+        new slots: the host passes, in its members' order, those visited or
+        touched since its last call (no other member's wants can have
+        changed). A broker gets a call when it has none outstanding and has
+        slots (new or parked) or withdrawals; the caller must answer each call
+        with :meth:`answered` or :meth:`failed`.
         """
         for member in members:
             wanted = member.fetch_requests(self.max_chunks)

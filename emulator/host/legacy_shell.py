@@ -79,6 +79,7 @@ class LegacyShell(MemberShell):
 
     def apply(self, outputs: Sequence[Output]) -> None:
         """Carry out the machine's requests and effects."""
+        self.touch()
         for out in outputs:
             if not self.alive:
                 return
@@ -101,6 +102,7 @@ class LegacyShell(MemberShell):
         """
         if not self.alive or req.rid not in self.machine.outstanding:
             return  # abandoned (shutdown) or superseded: nobody waits for it
+        self.touch()
         self.sync_positions()
         self.apply(self.machine.complete(self._now_ms(), req.rid, result))
 
@@ -124,8 +126,20 @@ class LegacyShell(MemberShell):
             self.sync_positions()
             self.apply(self.machine.poll(now_ms))
 
+    def next_visit(self, now_ms: float) -> float | None:
+        """When the host must visit this member again: its machine's deadline or a batch's end."""
+        if self.paused:
+            return None
+        best = self.machine.next_deadline()  # poll() reads it even after a crash
+        if self.alive:
+            batch = self._streams_due(now_ms)
+            if batch is not None and (best is None or batch < best):
+                best = batch
+        return best
+
     def on_watch(self, source: str) -> None:
         """A ZooKeeper watch fired (delivered on the host's loop; held while paused)."""
+        self.touch()
         if self.paused:
             self._held.append(lambda: self.on_watch(source))
             return
@@ -136,6 +150,7 @@ class LegacyShell(MemberShell):
 
     def on_state(self, state: str, session_id: str) -> None:
         """A session state change: recorded only (``handleStateChanged`` is a no-op)."""
+        self.touch()
         if self.paused:
             self._held.append(lambda: self.on_state(state, session_id))
             return
@@ -146,6 +161,7 @@ class LegacyShell(MemberShell):
 
     def on_new_session(self) -> None:
         """``handleNewSession`` after a real expiry (held while paused)."""
+        self.touch()
         if self.paused:
             self._held.append(self.on_new_session)
             return

@@ -7,6 +7,15 @@ hands the answers back, and runs its single poll loop: one stream whose
 batches are what ``poll()`` returns (at most ``max.poll.records``). The
 application "returns to poll()" when a batch is done or when it has nothing,
 which is what resets the ``max.poll.interval.ms`` timer.
+
+An application with nothing in hand sits in ``poll()``: the host's loop tells
+the machine so at every tick (``app_idle``, which restarts its poll timer).
+The host does not visit an idle member at every tick (its due-index, R9);
+the shell remembers when its application last went idle (:attr:`ModernShell.idle_at`)
+and, before the machine hears anything else, replays the one ``app_idle`` of
+the host's last tick (:meth:`ModernShell.catch_up`): each ``app_idle`` that
+changes nothing but the poll timer overwrites the one before, so the machine
+is left exactly as a visit at every tick would have left it.
 """
 
 from __future__ import annotations
@@ -74,6 +83,10 @@ class ModernShell(MemberShell):
         # value may be earlier than the machine's, never later.
         self._due: float | None = None
         self._due_known = False
+        # When its application last sat in poll() with nothing to do and only
+        # its poll timer moved (``app_idle`` returned None), if nothing happened
+        # to it since: the host's ticks it skipped would each have done the same.
+        self.idle_at: float | None = None
         # The application's commit pattern (``[group].manual_commit``), an
         # emulator knob, and whether it waits in a commitSync now.
         self.manual_commit = "none"
@@ -87,7 +100,9 @@ class ModernShell(MemberShell):
 
     def apply(self, outputs: Sequence[MemberOutput]) -> None:
         """Carry out the machine's requests and effects (after any call into the machine)."""
+        self.touch()
         self._due_known = False
+        self.idle_at = None
         for out in outputs:
             if not self.alive:
                 return
@@ -113,6 +128,7 @@ class ModernShell(MemberShell):
 
     def on_response(self, resp: GroupResponse) -> None:
         """An answer from a broker (held while the member is paused)."""
+        self.touch()
         self.pending.discard(resp.corr)
         if not self.alive:
             return
@@ -131,6 +147,7 @@ class ModernShell(MemberShell):
         FindCoordinator goes to the next broker of the bootstrap list, as the
         client's ``leastLoadedNode`` would pick a broker it can reach.
         """
+        self.touch()
         self.pending.discard(request.corr)
         self.coordinator = None
         self._due_known = False
@@ -173,6 +190,53 @@ class ModernShell(MemberShell):
         if self._due is not None and now_ms >= self._due:
             self.apply(self.machine.poll(now_ms))
 
+    def catch_up(self, tick_ms: float) -> None:
+        """The ``app_idle`` of the host's tick at ``tick_ms``, which did not visit this member.
+
+        Only the last of the skipped ticks matters: each one's ``app_idle``
+        restarted the poll timer from its own time and changed nothing else
+        (it returned None, and nothing happened to the member in between).
+        """
+        at = self.idle_at
+        if at is None or at >= tick_ms:
+            return
+        self.idle_at = tick_ms
+        out = self.machine.app_idle(tick_ms)
+        if out is not None:  # not reached: the same call returned None at the last visit
+            self.apply(out)
+
+    def next_visit(self, now_ms: float) -> float | None:
+        """When the host must visit this member again (after a visit at ``now_ms``).
+
+        At the next tick when its deadline is to be read again (the machine
+        changed since it was read), or when its application would call
+        ``poll()`` again other than in the idle way :meth:`catch_up` replays;
+        else at the earliest of its deadline, its lost requests' timeouts and
+        the end of its batch in hand.
+        """
+        if not self.alive or self.paused:
+            return None
+        if not self._due_known:
+            return now_ms
+        if self.idle_at is None and self._idles_next():
+            return now_ms
+        best = self._streams_due(now_ms)
+        if self._due is not None and (best is None or self._due < best):
+            best = self._due
+        if self.lost:
+            lost = min(self.lost.values())
+            if best is None or lost < best:
+                best = lost
+        return best
+
+    def _idles_next(self) -> bool:
+        """Whether the next :meth:`process` may find the application with nothing in hand."""
+        if not self.streams:
+            return True
+        return not self.draining and any(
+            s.current is None and not s.queue for s in self.streams.values()
+        )
+
     def thaw(self, now_ms: float) -> float:
         """End a pause; hand over the answers that came in meanwhile, in order.
 
@@ -188,6 +252,7 @@ class ModernShell(MemberShell):
 
     def subscribe(self, topics: list[str]) -> None:
         """``KafkaConsumer.subscribe`` with another set of topics."""
+        self.touch()
         self.apply(self.machine.subscribe(self._now_ms(), topics))
 
     def metadata_refresh(self, partitions_per_topic: dict[str, int]) -> None:
@@ -196,6 +261,7 @@ class ModernShell(MemberShell):
         The classic member's leader rejoins if what it assigned changed; the
         KIP-848 member does not use partition counts (the coordinator does).
         """
+        self.touch()
         if self.alive and not self.paused:
             self.apply(self.machine.update_metadata(self._now_ms(), partitions_per_topic))
 
@@ -252,10 +318,14 @@ class ModernShell(MemberShell):
         """Nothing in hand: the application sits in poll()."""
         # None: only the poll timer moved (later), so the cached deadline
         # stays valid (at worst early).
-        out = self.machine.app_idle(self._now_ms())
-        if out is not None:
+        now = self._now_ms()
+        out = self.machine.app_idle(now)
+        if out is None:
+            self.idle_at = now
+        else:
             self.apply(out)
 
     def close(self) -> None:
         """Graceful close (``KafkaConsumer.close()``)."""
+        self.touch()
         self.apply(self.machine.close(self._now_ms()))

@@ -7,6 +7,12 @@ shell what to fetch (:class:`FetchWant`), hands it the answers, and lets its
 application loop advance; the protocol-specific subclass decides when fetching
 starts and stops, and hears when a batch is done. Time is the emulated clock
 the host injects (``now_ms``); a shell does no I/O.
+
+The host's tick visits a shell only when it has something due (R9 of the
+issue-18 design): after each visit the shell says when it next needs one
+(:meth:`MemberShell.next_visit`), and anything from outside the tick that is
+about to change it (an answer, a fetch, a fault) first calls
+:meth:`MemberShell.touch`, so the host visits it at the next tick.
 """
 
 from __future__ import annotations
@@ -105,13 +111,16 @@ class MemberShell:
         # No batch starts before this time (the end of the last pause): the
         # loop back-fills batches when it runs late, never across a pause.
         self.not_before = 0.0
+        # The host's due-index: told (before the change) of anything from
+        # outside the host's tick that changes this member. None: not in a host.
+        self.on_touch: Callable[[MemberShell], None] | None = None
         # Faults (the consumer host sets them): a processing cost per message
         # that overrides the run's (``slow``), and fetches that cannot reach
-        # any broker (a network partition from the brokers).
+        # any broker (a network partition from the brokers: :attr:`fetch_cut`).
         self.cost_override: float | None = None
-        self.fetch_cut = False
-        # Closing: the application takes no new batch (it finishes the one it holds).
-        self.draining = False
+        self._fetch_cut = False
+        # Closing (:attr:`draining`): the application takes no new batch.
+        self._draining = False
         self.processed = 0
         self.high_water: dict[TopicPartition, int] = {}
         # Positions with no fetch outstanding, in the order they became so:
@@ -120,6 +129,63 @@ class MemberShell:
         # Told (by stop_fetchers) of positions dropped while a fetch of theirs
         # was outstanding, so the host can withdraw it from the broker.
         self.on_unfetch: Callable[[MemberShell, list[TopicPartition]], None] | None = None
+
+    # ------------------------------------------------------------ due-index
+
+    def touch(self) -> None:
+        """Something from outside the host's tick is about to change this member.
+
+        The host visits it at its next tick (and brings what its idle
+        application did at the ticks it skipped up to date first).
+        """
+        if self.on_touch is not None:
+            self.on_touch(self)
+
+    def next_visit(self, now_ms: float) -> float | None:
+        """After the host's visit at ``now_ms``: when its tick must visit this member again.
+
+        The earliest time at which :meth:`poll` or :meth:`process` would do
+        anything (a batch in hand ends, a deadline); ``now_ms`` or earlier: at
+        the next tick; ``None``: not until something touches it. Subclasses add
+        their deadlines.
+        """
+        if not self.alive or self.paused:
+            return None
+        return self._streams_due(now_ms)
+
+    def _streams_due(self, now_ms: float) -> float | None:
+        """When :meth:`process` next has a batch to finish or to start."""
+        best: float | None = None
+        for s in self.streams.values():
+            cur = s.current
+            if cur is not None:
+                if best is None or cur.done_ms < best:
+                    best = cur.done_ms
+            elif s.queue and not self._draining:
+                return now_ms  # a batch waits (for a commitSync): look again at the next tick
+        return best
+
+    @property
+    def draining(self) -> bool:
+        """Closing: the application takes no new batch (it finishes the one it holds)."""
+        return self._draining
+
+    @draining.setter
+    def draining(self, on: bool) -> None:
+        self.touch()
+        self._draining = on
+
+    @property
+    def fetch_cut(self) -> bool:
+        """A network partition from the brokers: no fetch of it is sent or answered."""
+        return self._fetch_cut
+
+    @fetch_cut.setter
+    def fetch_cut(self, on: bool) -> None:
+        self.touch()
+        self._fetch_cut = on
+
+    # --------------------------------------------------------- protocol hooks
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A batch of ``tp`` up to ``end`` was processed (the protocol hears of it)."""
@@ -186,6 +252,7 @@ class MemberShell:
         never processed. Whether that is a loss depends on whether the client
         had committed it (the checkers decide).
         """
+        self.touch()
         for s in self.streams.values():
             cur = s.current
             if cur is None or now_ms < cur.started_ms:
@@ -292,7 +359,7 @@ class MemberShell:
 
     def fetch_requests(self, max_chunks: int) -> list[FetchWant]:
         """Partitions that want a fetch now (their stream's queue has room)."""
-        if not self.alive or self.paused or self.fetch_cut or not self._ready:
+        if not self.alive or self.paused or self._fetch_cut or not self._ready:
             return []
         out: list[FetchWant] = []
         for tp in list(self._ready):
@@ -310,6 +377,7 @@ class MemberShell:
 
     def refetch(self, tp: TopicPartition, epoch: int) -> None:
         """The fetch of ``tp`` (at ``epoch``) came to nothing: ask again later."""
+        self.touch()
         pos = self.positions.get(tp)
         if pos is not None and pos.epoch == epoch:
             pos.inflight = False
@@ -317,6 +385,7 @@ class MemberShell:
 
     def fetched(self, tp: TopicPartition, start: int, end: int, epoch: int) -> None:
         """A fetch answer: queue a chunk, advance the position."""
+        self.touch()
         pos = self.positions.get(tp)
         if not self.alive or pos is None or epoch != pos.epoch:
             return  # stopped or restarted since: the answer is stale
@@ -365,7 +434,7 @@ class MemberShell:
                             self.high_water[c.tp] = c.end
                     free_at = cur.done_ms
                     s.current = None
-                if self.draining or self.app_blocked():
+                if self._draining or self.app_blocked():
                     break  # closing, or the application waits on its client (commitSync)
                 if not s.queue:
                     if s.current is None:
@@ -393,6 +462,7 @@ class MemberShell:
         """
         if self.paused:
             return
+        self.touch()
         self.paused = True
         self.paused_at = now_ms
 
@@ -405,6 +475,7 @@ class MemberShell:
         """
         if not self.paused:
             return 0.0
+        self.touch()
         paused_at = self.paused_at if self.paused_at is not None else now_ms
         frozen = max(0.0, now_ms - paused_at)
         for s in self.streams.values():
@@ -421,6 +492,7 @@ class MemberShell:
 
     def kill(self) -> None:
         """Stop everything this member does, at once (a crash)."""
+        self.touch()
         self.alive = False
         self.positions.clear()
         self._ready.clear()

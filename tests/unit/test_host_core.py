@@ -267,14 +267,28 @@ def test_a_member_is_polled_only_once_its_deadline_is_reached() -> None:
     assert m.called("poll") == [(100.0,)]
 
 
-def test_every_tick_runs_the_idle_application_and_flushes_the_log() -> None:
+def test_the_idle_application_is_in_poll_at_every_tick_and_the_log_flushes_every_tick() -> None:
+    # The due-index visits an idle member only when something is due; the
+    # app_idle of the last tick it skipped is replayed before its machine hears
+    # anything else, which leaves the machine as a visit at every tick would.
     h = Host()
     m = StubMachine()
+    m.queue("start", [FindCoordinatorRequest(11, GROUP)])
     h.add(m)
-    h.at(20.0)
-    h.at(40.0)
-    assert [a for meth, a in m.calls if meth == "app_idle"] == [(20.0,), (40.0,)]
-    assert h.events.flushes == 2
+    for t in (20.0, 40.0, 60.0):
+        h.at(t)
+    assert h.events.flushes == 3
+    assert [a for meth, a in m.calls if meth == "app_idle"] == [(20.0,)]
+    ((broker, reqs),) = h.transport.group_calls
+    h.clock.advance(5.0)
+    h.core.group_answered(broker, reqs, [FindCoordinatorResponse(11, node_id=2)])
+    h.at(80.0)
+    assert m.calls[1:] == [
+        ("app_idle", (20.0,)),
+        ("app_idle", (60.0,)),
+        ("on_response", (65.0, FindCoordinatorResponse(11, node_id=2))),
+        ("app_idle", (80.0,)),
+    ]
 
 
 def test_group_requests_go_in_one_call_per_broker_with_one_call_in_flight() -> None:
@@ -337,6 +351,135 @@ def test_new_partitions_reach_a_modern_member_at_its_next_metadata_refresh() -> 
     assert m.called("update_metadata") == [(1000.0, {"t": 4})]
     h.at(2000.0)  # once per growth, not every age
     assert len(m.called("update_metadata")) == 1
+
+
+# ------------------------------------------------------------- due-index
+
+
+def _visits(h: Host, log: list[tuple[str, float]], *names: str) -> None:
+    """Record every visit of the host's tick to these members (all: none named) in ``log``."""
+    for member in h.core.members.values():
+        if names and member.name not in names:
+            continue
+        inner = member.poll
+
+        def poll(
+            now_ms: float, name: str = member.name, inner: Callable[[float], None] = inner
+        ) -> None:
+            log.append((name, now_ms))
+            inner(now_ms)
+
+        member.poll = poll  # type: ignore[method-assign]
+
+
+def test_a_tick_visits_only_the_members_with_something_due() -> None:
+    h = Host()
+    a, b = StubMachine(), StubMachine()
+    a.deadline = 100.0
+    h.add(a, "c-0", index=0)
+    h.add(b, "c-1", index=1)
+    log: list[tuple[str, float]] = []
+    _visits(h, log)
+    for t in range(20, 220, 20):
+        h.at(float(t))
+    # Both at their first tick; c-0 at its deadline, and at the next tick to
+    # read its next deadline (its machine was called); c-1 never again.
+    assert log == [("c-0", 20.0), ("c-1", 20.0), ("c-0", 100.0), ("c-0", 120.0)]
+    assert a.called("poll") == [(100.0,)]
+    assert h.events.flushes == 10
+    # An answer to c-1 gets it visited at the next tick, not before.
+    h.clock.advance(5.0)
+    h.core.group_answered(0, [], [])
+    member = h.core.members["c-1"]
+    assert isinstance(member, ModernShell)
+    member.on_response(HeartbeatResponse(7))
+    assert log[4:] == []
+    h.at(220.0)
+    assert log[4:] == [("c-1", 220.0)]
+
+
+def test_members_due_at_one_tick_are_visited_in_the_members_order() -> None:
+    h = Host()
+    machines = {name: StubMachine() for name in ("c-0", "c-1", "c-2")}
+    for i, (name, m) in enumerate(machines.items()):
+        h.add(m, name, index=i)
+    h.at(20.0)
+    log: list[tuple[str, float]] = []
+    _visits(h, log)
+    machines["c-2"].deadline = 100.0  # read at its next visit: touch it
+    machines["c-0"].deadline = 100.0
+    for name in ("c-2", "c-1", "c-0"):  # touched in the reverse order
+        member = h.core.members[name]
+        assert isinstance(member, ModernShell)
+        member.on_response(HeartbeatResponse(7))
+    h.at(40.0)
+    assert [n for n, _ in log] == ["c-0", "c-1", "c-2"]
+    # A member that left and came back goes last, as in the members' dict.
+    h.core.retire("c-0", "left")
+    h.add(StubMachine(), "c-0", index=0)
+    _visits(h, log, "c-0")
+    for name in ("c-1", "c-0", "c-2"):
+        member = h.core.members[name]
+        assert isinstance(member, ModernShell)
+        member.on_response(HeartbeatResponse(8))
+    del log[:]
+    h.at(60.0)
+    assert [n for n, _ in log] == ["c-1", "c-2", "c-0"]
+    assert list(h.core.members) == ["c-1", "c-2", "c-0"]
+
+
+def test_a_batch_in_hand_is_visited_at_its_end_and_not_before() -> None:
+    h = Host(cost_ms=10.0)
+    h.add(fetching(0))
+    h.at(20.0)
+    log: list[tuple[str, float]] = []
+    _visits(h, log)
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, 0, 10)])
+    for t in range(40, 200, 20):
+        h.at(float(t))
+    # 40: the batch is taken (it runs to 140), 60: the deadline is read again
+    # (the machine heard of the batch), 140: it ends.
+    assert log == [("c-0", 40.0), ("c-0", 60.0), ("c-0", 140.0), ("c-0", 160.0)]
+    assert processed(h.events) == [(0, 10, 100.0)]
+
+
+def test_metadata_refreshes_run_in_the_order_of_their_entries_and_wait_out_a_pause() -> None:
+    order: list[str] = []
+
+    class Logged(StubMachine):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        def update_metadata(
+            self, now_ms: float, partitions_per_topic: object
+        ) -> list[MemberOutput]:
+            order.append(self.name)
+            return super().update_metadata(now_ms, partitions_per_topic)
+
+    h = Host()
+    machines = {name: Logged(name) for name in ("c-0", "c-1", "c-2")}
+    for i, (name, m) in enumerate(machines.items()):
+        h.add(m, name, index=i)
+    h.at(300.0)
+    h.core.grow("t", 4)  # all three due at 1000 (metadata.max.age.ms)
+    assert h.faults.pause("c-1", 400.0)  # woken at 900, before the refresh
+    h.at(900.0)
+    h.timers.fire(("c-1", "pause"))
+    assert h.faults.pause("c-0", 500.0)  # 900..1400: the refresh waits for the wake
+    h.at(999.0)
+    assert order == []
+    h.at(1000.0)
+    assert order == ["c-1", "c-2"]
+    h.at(1200.0)
+    assert order == ["c-1", "c-2"]
+    h.clock.advance(200.0)
+    h.timers.fire(("c-0", "pause"))
+    h.at(1400.0)
+    assert order == ["c-1", "c-2", "c-0"]
+    assert machines["c-0"].called("update_metadata") == [(1400.0, {"t": 4})]
+    h.at(3000.0)  # once per growth
+    assert len(order) == 3
 
 
 # ---------------------------------------------------- fetch-session client
