@@ -457,7 +457,14 @@ def check_duplicates(
 
 
 def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = None) -> DataFrame:
-    """``offsets_committed`` by a member that was not the partition's current owner."""
+    """``offsets_committed`` by a member that was not the partition's current owner.
+
+    The commit's instant is when the coordinator stored it: ``t_emu_ms`` less
+    the event's ``duration_ms`` (the answer's delay; absent, 0, for the legacy
+    consumer, whose event is the write itself). A commit stored while its
+    member owned the partition is not a non-owner's even when the answer
+    reaches the member after a rebalance (a pause between the two).
+    """
     eff = (
         effective if effective is not None else effective_intervals(ownership_intervals_all(events))
     )
@@ -466,7 +473,7 @@ def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = N
         .select(
             *GTP,
             member_col().alias("member"),
-            F.col("t_emu_ms").alias("t"),
+            (F.col("t_emu_ms") - F.coalesce(F.col("duration_ms"), F.lit(0.0))).alias("t"),
             F.col("offset_end").alias("off"),
         )
         .withColumn("cid", F.monotonically_increasing_id())

@@ -459,8 +459,20 @@ class H:
             reason="crash",
         )
 
-    def commit(self, member: str, topic: str, partition: int, offset: int, at: float) -> H:
-        """``offsets_committed`` of ``offset`` (the next offset to consume)."""
+    def commit(
+        self,
+        member: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        at: float,
+        age_ms: float | None = None,
+    ) -> H:
+        """``offsets_committed`` of ``offset`` (the next offset to consume).
+
+        ``age_ms``: the coordinator stored it that long before ``at`` (the
+        event's ``duration_ms``: a modern member learns of its commit late).
+        """
         return self._m(
             EventKind.OFFSETS_COMMITTED,
             member,
@@ -469,4 +481,5 @@ class H:
             partition=partition,
             offset_end=offset,
             reason="auto",
+            duration_ms=None if age_ms is None else float(age_ms),
         )

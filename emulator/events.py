@@ -128,7 +128,9 @@ class EventKind(enum.StrEnum):
     )
     ATTEMPT_STARTED = "attempt_started"  # attempt
     FETCHERS_STOPPED = "fetchers_stopped"
-    OFFSETS_COMMITTED = "offsets_committed"  # topic, partition, offset_end = committed offset
+    # topic, partition, offset_end = committed offset; modern members: duration_ms = how long
+    # before this event the coordinator stored it (the commit's instant is t_emu_ms - duration_ms)
+    OFFSETS_COMMITTED = "offsets_committed"
     OWNERSHIP_RELEASED = (
         "ownership_released"  # topic, partition: owner znode deleted (release/rollback)
     )

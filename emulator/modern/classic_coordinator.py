@@ -1297,7 +1297,11 @@ class ClassicGroupCoordinator(GroupCoordinator):
             self._schedule_heartbeat(self._members[req.member_id])
         self._offsets.update(req.offsets)
         self._reply(
-            OffsetCommitResponse(req.corr, partition_errors={tp: Errors.NONE for tp in req.offsets})
+            OffsetCommitResponse(
+                req.corr,
+                partition_errors={tp: Errors.NONE for tp in req.offsets},
+                accepted_ms=self._now,
+            )
         )
 
     def _validate_commit(self, req: OffsetCommitRequest) -> Errors | None:

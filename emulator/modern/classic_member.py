@@ -114,6 +114,7 @@ from emulator.modern.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
     TopicPartition,
+    commit_age_ms,
 )
 
 PROTOCOL_TYPE: Final = "consumer"
@@ -1303,7 +1304,7 @@ class ClassicMember:
         if resp.error is not Errors.NONE:
             errors.insert(0, resp.error)
         if not errors:
-            self._complete_commit(p.commit, _OK)
+            self._complete_commit(p.commit, _OK, commit_age_ms(self._now, resp.accepted_ms))
             return
         err = errors[0]
         unchanged = self.generation == p.generation
@@ -1336,7 +1337,9 @@ class ClassicMember:
             outcome = _Outcome(False, err, "KafkaException")
         self._complete_commit(p.commit, outcome)
 
-    def _complete_commit(self, commit: _Commit, outcome: _Outcome) -> None:
+    def _complete_commit(
+        self, commit: _Commit, outcome: _Outcome, age_ms: float | None = None
+    ) -> None:
         commit.outcome = outcome
         if outcome.ok:
             for (t, part), off in sorted(commit.offsets.items()):
@@ -1346,6 +1349,7 @@ class ClassicMember:
                     partition=part,
                     offset_end=off,
                     reason=commit.reason,
+                    duration_ms=age_ms,
                 )
             return
         self.stats.commit_failures += 1

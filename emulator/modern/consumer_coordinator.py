@@ -874,7 +874,9 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         for tp, offset in sorted(req.offsets.items()):
             self.committed[tp] = offset
         return OffsetCommitResponse(
-            req.corr, partition_errors={tp: Errors.NONE for tp in req.offsets}
+            req.corr,
+            partition_errors={tp: Errors.NONE for tp in req.offsets},
+            accepted_ms=self._now,
         )
 
     def _offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:

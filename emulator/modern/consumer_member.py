@@ -84,6 +84,7 @@ from emulator.modern.messages import (
     StartFetching,
     StopFetching,
     TopicPartition,
+    commit_age_ms,
 )
 
 FATAL_HEARTBEAT_ERRORS = frozenset(
@@ -1213,6 +1214,7 @@ class ConsumerMember:
                         offset_end=off,
                         reason=commit.reason,
                         generation=commit.epoch,
+                        duration_ms=commit_age_ms(self._now, resp.accepted_ms),
                     )
                 )
         else:

@@ -201,9 +201,26 @@ class OffsetCommitRequest(GroupRequest):
 
 @dataclass(frozen=True)
 class OffsetCommitResponse(GroupResponse):
-    """OffsetCommit's answer: an error per partition (``error`` is the first one)."""
+    """OffsetCommit's answer: an error per partition (``error`` is the first one).
+
+    ``accepted_ms`` is the coordinator's emulated time when it stored the
+    offsets (``None`` when it did not). Kafka's response carries no time: the
+    emulator adds it so that the member's ``offsets_committed`` event can say
+    when the commit took effect, which is earlier than when the member learns
+    it by as much as the answer was delayed (a pause, a slow link).
+    """
 
     partition_errors: Mapping[TopicPartition, Errors] = field(default_factory=dict)
+    accepted_ms: float | None = None
+
+
+def commit_age_ms(now_ms: float, accepted_ms: float | None) -> float | None:
+    """How long before ``now_ms`` a commit was stored (never negative), ``None`` if not known.
+
+    The ``duration_ms`` of a member's ``offsets_committed`` event: the event's
+    time minus this is when the commit took effect at the coordinator.
+    """
+    return None if accepted_ms is None else max(0.0, now_ms - accepted_ms)
 
 
 @dataclass(frozen=True)

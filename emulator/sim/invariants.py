@@ -1072,13 +1072,21 @@ class ProtocolChecks:
         return out
 
     def _commit(self, entry: Entry) -> list[Finding]:
-        """``check_commit_by_non_owner``: an ``offsets_committed`` by a non-owner."""
+        """``check_commit_by_non_owner``: an ``offsets_committed`` by a non-owner.
+
+        The commit's instant is when the coordinator stored it: the event's
+        time less its ``duration_ms`` (how long the answer took to reach the
+        member; absent for the legacy consumer, whose event is the write).
+        """
         ev = entry[1]
         tp, member = _tp(ev), member_of(ev)
         if tp is None:
             return []
         group = _s(ev.get("group"))
-        t = _t(ev)
+        age = ev.get("duration_ms")
+        t = _t(ev) - (
+            float(age) if isinstance(age, int | float) and not isinstance(age, bool) else 0.0
+        )
         ok, owner = (
             (False, None) if member is None else self.ownership.owner_check((group, *tp), member, t)
         )

@@ -77,6 +77,32 @@ def every_anomaly(protocol: str) -> H:
     return h
 
 
+@pytest.mark.parametrize("protocol", MODERN)
+def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
+    spark: SparkSession, protocol: str
+) -> None:
+    """The answer to c-1's commit reaches it after c-0 took the partition (a pause).
+
+    ``duration_ms`` of ``offsets_committed`` says how long before the event the
+    coordinator stored the commit: stored while c-1 owned t:0, it is c-1's;
+    the same commit stored after c-0's claim is a non-owner's (explore found
+    the first case flagged, zombie-double-consume, classic-eager, seed 23).
+    """
+    h = H(protocol=protocol, group="g").run(0, 1000)
+    h.produce("t", 0, 0, 100, at=5)
+    for m in ("c-0", "c-1"):
+        h.start(m, at=0)
+    h.rebalance("c-1", 1, 10, ["t:0"]).assign("c-1", ["t:0"], at=10)
+    h.lose("c-1", ["t:0"], at=30)
+    h.rebalance("c-0", 30, 40, ["t:0"]).assign("c-0", ["t:0"], at=40)
+    h.commit("c-1", "t", 0, 20, at=100, age_ms=80)  # stored at 20
+    h.commit("c-1", "t", 0, 30, at=100, age_ms=55)  # stored at 45
+    rows = [
+        r.asDict() for r in run_checkers(h.df(spark)).collect() if r["kind"] == COMMIT_BY_NON_OWNER
+    ]
+    assert [(r["member"], r["t_start_ms"], r["offset_end"]) for r in rows] == [("c-1", 45.0, 30)]
+
+
 def expected(protocol: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         dict(
