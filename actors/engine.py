@@ -24,6 +24,7 @@ from emulator.storage import Location
 
 if TYPE_CHECKING:
     from actors.orchestrator import ProtocolRun
+    from emulator.events import Event
 
 
 @dataclass
@@ -37,6 +38,7 @@ class EngineParts:
         storage: where the actors' event logs go.
         system: what the actors run on.
         zk_auth: the ``--zk-auth`` of the run (:class:`zk_registry.auth.ZkAuth`), or ``None``.
+        tap: sees every event the orchestrator logs (the sim's online monitor), or ``None``.
     """
 
     zk_hosts: list[str]
@@ -45,6 +47,7 @@ class EngineParts:
     storage: EventStorage
     system: ActorSystem
     zk_auth: Any = None
+    tap: Callable[[Event], None] | None = None
 
 
 class RunEngine(Protocol):

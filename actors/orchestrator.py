@@ -43,11 +43,12 @@ from actors.timeline import Launch
 from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
-from emulator.events import EventKind
+from emulator.events import Event, EventKind
 from emulator.host.core import MemberSpec
 from emulator.kafka_keys import kafka_version_at_least
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario
+from emulator.sim.monitor import StopSimulation
 from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
 
@@ -122,6 +123,7 @@ class ProtocolRun:
         self.ensemble: Any = None  # the embedded ZooKeeper ensemble, for its faults
         self.zk_base = ""  # the chroot of a user's --zookeeper connect string
         self.zk_auth: Any = None  # --zk-auth (zk_registry.auth.ZkAuth)
+        self.tap: Callable[[Event], None] | None = None  # sees the orchestrator's events
         # actor -> node and each node's clock offset (actors.placement.measure_nodes)
         self.placement_report: dict[str, Any] = {}
         self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
@@ -320,8 +322,16 @@ class ProtocolRun:
             status = "interrupted"
             self.interrupted = True
             raise
+        except StopSimulation as stop:  # the sim's online checks found a violation
+            status = "stopped"
+            self.notes.append(f"stopped at its first invariant violation: {stop.violation}")
         finally:
-            self._teardown()
+            try:
+                self._teardown()
+            except StopSimulation as stop:  # found as the run ended; it is raised once
+                status = "stopped"
+                self.notes.append(f"stopped at its first invariant violation: {stop.violation}")
+                self._teardown()
             self._gather_logs()
             if not self.interrupted:
                 self._restore_zookeeper()
@@ -386,7 +396,7 @@ class ProtocolRun:
         origin = self.system.wall()  # provisional: fixed once every actor is up
         ctx = self._context(leaders, origin)
         clock = ctx.clock()
-        log = ctx.writer("orchestrator", clock, node=self.system.hostname())
+        log = ctx.writer("orchestrator", clock, node=self.system.hostname(), tap=self.tap)
         self._log = log
         try:
             delivery = self.delivery_mode()
@@ -963,6 +973,7 @@ def run_scenario(
             pr.ensemble = mine.ensemble
             pr.zk_base = mine.zk_base
             pr.zk_auth = mine.zk_auth
+            pr.tap = mine.tap
             try:
                 result = pr.run()
             finally:

@@ -101,10 +101,11 @@ def redacted_argv(argv: list[str]) -> list[str]:
 def overall_status(statuses: list[str]) -> str:
     """The run's status from its protocols': the worst of them.
 
-    ``failed`` > ``interrupted`` > ``degraded`` (a host or broker lost
+    ``failed`` > ``stopped`` (the sim's online checks stopped it at a
+    violation) > ``interrupted`` > ``degraded`` (a host or broker lost
     unasked) > ``completed``.
     """
-    for worst in ("failed", "interrupted", "degraded"):
+    for worst in ("failed", "stopped", "interrupted", "degraded"):
         if worst in statuses:
             return worst
     return "completed"

@@ -101,6 +101,11 @@ def _run_end(manifest: Mapping[str, Any], protocol: str) -> str | None:
         return None
     if status == "interrupted":
         return "the run was interrupted: its logs stop where it was stopped"
+    if status == "stopped":
+        return (
+            "the sim engine stopped the run at its first invariant violation "
+            "(manifest engine.checks): its logs stop there"
+        )
     return f"the protocol's run ended {status or 'without a status'}"
 
 

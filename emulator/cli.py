@@ -8,6 +8,8 @@
     rebalance-emu experiment EXPERIMENT.toml [--out DIR] [--seeds N] [--protocol P]
                       [--parallel N] [--ray-address ADDR] [--retry-failed]
     rebalance-emu demo [--scenario NAME] [--out DIR]
+    rebalance-emu explore SCENARIO [--seeds N] [--first-seed S] [--protocol P ...]
+                      [--profile NAME|FILE] [--parallel K] [--out DIR] [--keep-going]
     rebalance-emu zk start|stop|status [--ensemble N]
     rebalance-emu scenarios
 
@@ -309,11 +311,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
         )
     seed = getattr(args, "seed", None)
+    profile_spec = getattr(args, "profile", None)
     engine: object = None
     if engine_name == "sim":
-        engine = importlib.import_module("actors.sim.run").SimEngine(seed=seed)
+        sim_options: dict[str, Any] = {}
+        if profile_spec is not None:
+            from emulator.sim.profile import ProfileError, load_profile
+
+            try:
+                sim_options = {"profile": load_profile(profile_spec), "check": True}
+            except ProfileError as exc:
+                return _fail(str(exc), EXIT_USAGE)
+        engine = importlib.import_module("actors.sim.run").SimEngine(seed=seed, **sim_options)
     elif seed is not None:
         return _fail("--seed replays a run of the sim engine: use it with --engine sim", EXIT_USAGE)
+    elif profile_spec is not None:
+        return _fail("--profile draws a sim run's schedule: use it with --engine sim", EXIT_USAGE)
     else:
         prepare_local_ray(joining=bool(args.ray_address))
     orch = importlib.import_module("actors.orchestrator")
@@ -342,8 +355,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         return _fail(f"interrupted; what was written is in {out}", _exit_code(exc))
     _print_summary(results, out)
+    if profile_spec is not None:
+        _print_checks(engine, results)
     statuses = {r.status for r in results}
-    if statuses <= {"completed"}:
+    if statuses <= {"completed"} and not _violations(engine):
         return 0
     if statuses <= {"completed", "degraded"}:
         for r in results:
@@ -355,6 +370,110 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
         return EXIT_DEGRADED
     return EXIT_FAILED
+
+
+def _violations(engine: object) -> int:
+    """How many invariant violations a checked sim run found (0 for any other run)."""
+    monitors = getattr(engine, "monitors", None) or {}
+    return sum(len(m.violations) for m in monitors.values())
+
+
+def _print_checks(engine: object, results: list[Any]) -> None:
+    """A checked sim run: each protocol's first violation, or that it had none."""
+    monitors = getattr(engine, "monitors", None) or {}
+    for r in results:
+        m = monitors.get(r.protocol)
+        if m is None:
+            continue
+        mine = [v for v in m.violations if v.protocol == r.protocol]
+        if not mine:
+            print(f"{r.protocol}: online checks: no violation", file=sys.stderr)
+            continue
+        v = mine[0]
+        print(
+            f"{r.protocol}: online checks: {len(mine)} violation(s); the first, at "
+            f"{v.t_end_ms:.1f} emulated ms: {v.kind}: {v.message}",
+            file=sys.stderr,
+        )
+
+
+TRACE_LINES = 40
+"""Lines of a violation's trace printed by ``explore`` (the whole trace is in its JSON)."""
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    """``rebalance-emu explore``: seeds x protocols on the sim engine, checked online."""
+    from emulator.sim.profile import ProfileError, load_profile
+
+    try:
+        path = _resolve_scenario(args.scenario)
+        scenario = load_scenario(path)
+        protocols = _protocols(args.protocol or ["all"])
+        profile = load_profile(args.profile)
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        if args.first_seed < 0:
+            raise ValueError(f"--first-seed must not be negative, got {args.first_seed}")
+        if args.parallel < 1:
+            raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
+    except (ScenarioError, ProfileError, ValueError, OSError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs") / f"explore-{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    if out.exists() and not out.is_dir():
+        return _fail(f"--out {out} is a file, not a directory", EXIT_USAGE)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    print(
+        f"exploring {scenario.name} under {', '.join(protocols)}: seeds {seeds[0]}..{seeds[-1]}, "
+        f"profile {profile.name}, {args.parallel} at a time -> {out}",
+        file=sys.stderr,
+    )
+    xp = importlib.import_module("actors.sim.explore")
+    try:
+        with stop_signals():
+            result = xp.explore(
+                scenario,
+                protocols,
+                seeds,
+                profile,
+                out,
+                parallel=args.parallel,
+                keep_going=args.keep_going,
+                scenario_arg=args.scenario,
+                profile_arg=args.profile,
+            )
+    except KeyboardInterrupt as exc:
+        return _fail(f"interrupted; what was found so far is in {out}", _exit_code(exc))
+    failed = 0
+    for protocol in protocols:
+        for o in result.failed.get(protocol, []):
+            failed += 1
+            print(f"{protocol}: seed {o.seed}: the run failed: {o.error}", file=sys.stderr)
+        found = result.found.get(protocol)
+        if found is None:
+            print(
+                f"{protocol}: {result.checked.get(protocol, 0)} seeds, no violation",
+                file=sys.stderr,
+            )
+            continue
+        v = found.violation or {}
+        print(
+            f"{protocol}: VIOLATION at seed {found.seed}: {v.get('kind')}: {v.get('message')}",
+            file=sys.stderr,
+        )
+        for line in xp.format_trace(found.trace, TRACE_LINES):
+            print(f"  {line}", file=sys.stderr)
+        replay = xp.replay_command(args.scenario, protocol, found.seed, args.profile)
+        print(f"  details: {out / f'violation-{protocol}.json'}", file=sys.stderr)
+        print(
+            f"  logs (cut at the violation): {out / f'{protocol}-s{found.seed}'}", file=sys.stderr
+        )
+        print(f"  replay: {replay}", file=sys.stderr)
+    print(f"explored in {result.wall_s:.1f} s; summary in {out / 'explore.json'}", file=sys.stderr)
+    return EXIT_FAILED if result.found or failed else 0
 
 
 def _sim_refuses(args: argparse.Namespace, out: Path | str) -> str:
@@ -789,6 +908,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     _engine_options(run)
+    run.add_argument(
+        "--profile",
+        metavar="NAME|FILE",
+        help="with --engine sim: draw the schedule from this profile (baseline, explore, or a "
+        "TOML file) and run the online invariant checks, stopping at the first violation "
+        "(what explore does; its replay command uses this)",
+    )
     run.set_defaults(func=cmd_run)
     sm = sub.add_parser(
         "submit",
@@ -903,6 +1029,44 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", metavar="DIR", help="run directory (default runs/demo-<time>)")
     _engine_options(demo)
     demo.set_defaults(func=cmd_demo)
+    xp = sub.add_parser(
+        "explore",
+        help="run many seeds of a scenario on the sim engine, each a differently drawn "
+        "schedule, with the online invariant checks; stop at the first violation and print "
+        "how to replay it",
+    )
+    xp.add_argument("scenario", help="a scenario file, or the name of a bundled one")
+    xp.add_argument("--seeds", type=int, default=100, metavar="N", help="seeds per protocol")
+    xp.add_argument("--first-seed", type=int, default=1, metavar="S", help="the first seed")
+    xp.add_argument(
+        "--protocol",
+        action="append",
+        metavar="P",
+        help=f"protocol to explore, repeatable or comma-separated: {', '.join(ALL_PROTOCOLS)}, "
+        "all (default all)",
+    )
+    xp.add_argument(
+        "--profile",
+        default="explore",
+        metavar="NAME|FILE",
+        help="how schedules are drawn: explore (default), baseline, or a TOML file",
+    )
+    xp.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="K",
+        help="seeds at once; above 1 they run as Ray tasks (local Ray by default)",
+    )
+    xp.add_argument(
+        "--out", metavar="DIR", help="where findings go (default runs/explore-<name>-<time>)"
+    )
+    xp.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run every seed even after a violation (the smallest violating seed is reported)",
+    )
+    xp.set_defaults(func=cmd_explore)
     scen = sub.add_parser("scenarios", help="list the bundled scenarios")
     scen.set_defaults(func=cmd_scenarios)
     # ``zk``'s options belong to zk_registry.zk_cli, loaded only when the command runs.
@@ -940,7 +1104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_zk(given)  # its own options, --help included
     parser = build_parser()
     args = parser.parse_args(given)
-    if argv is None and args.command in ("run", "demo", "compare", "experiment"):
+    if argv is None and args.command in ("run", "demo", "compare", "experiment", "explore"):
         from emulator import reaper
 
         reaper.start()  # whatever this command starts dies with it (a SIGKILL too)

@@ -42,9 +42,7 @@ POLL_S = 0.5
 
 
 def start() -> int | None:
-    """Start the reaper for this process (once); its pid, or ``None`` if it could not start.
-
-    """
+    """Start the reaper for this process (once); its pid, or ``None`` if it could not start."""
     if _KEEP:
         return None  # already started by this process
     r, w = os.pipe()  # both ends close-on-exec (PEP 446): no other child inherits w

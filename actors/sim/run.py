@@ -11,10 +11,24 @@ go to the run directory as the real engine's do; the manifest's ``engine``
 block records the engine's version and, per protocol, a digest of the logs,
 so that a replay (the same scenario, seed and engine version) can be checked
 to be byte-identical.
+
+Two options serve exploration (design §5, ``rebalance-emu explore``):
+
+* a schedule :class:`~emulator.sim.profile.Profile` (latencies, drawn tie
+  order, actor stalls; the baseline changes nothing);
+* ``check``: the online invariant :class:`~emulator.sim.monitor.Monitor` on
+  every event writer of the run (the shells' through ``SimIO.tap``, the
+  orchestrator's through ``EngineParts.tap``); the first violation stops the
+  protocol's run at that instant (its status is ``stopped``) and every
+  violation, with what the monitor counted, goes into the manifest. The
+  monitor reads events as they are emitted, so it also sees what a killed
+  actor had not yet flushed to its log (an emulator choice: the offline
+  checkers, reading the logs, do not).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -25,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from actors.broker import BrokerCore
 from actors.consumer_host import ConsumerHostCore
 from actors.engine import EngineParts
+from actors.io import MakeCoordinatorFactory
 from actors.producer import ProducerCore
 from actors.run_files import EventStorage, RunError
 from actors.sim.io import SimIO
@@ -33,7 +48,9 @@ from emulator.eventlog import EventWriter
 from emulator.scenario import Scenario
 from emulator.sim import ENGINE_NAME, engine_version
 from emulator.sim.loop import SimEventLoop
-from emulator.sim.network import Network
+from emulator.sim.monitor import Monitor, StopSimulation, Violation
+from emulator.sim.network import RAY_LINK_LATENCY, Network
+from emulator.sim.profile import BASELINE, Profile, stall_cap_ns
 from emulator.sim.rng import Streams
 from emulator.storage import Location
 from zk_registry.client import ZkClient
@@ -69,12 +86,29 @@ class SimEngine:
 
     Args:
         seed: the run's seed; ``None``: the scenario's.
+        profile: how the schedule is drawn (default: the baseline).
+        check: run the online invariant monitor and stop a protocol's run at
+            its first violation.
+        coordinator_factory: replaces the brokers' group coordinators (a
+            test's planted bug), or ``None``.
     """
 
     name = ENGINE_NAME
 
-    def __init__(self, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        profile: Profile = BASELINE,
+        check: bool = False,
+        coordinator_factory: MakeCoordinatorFactory | None = None,
+    ) -> None:
         self.seed = seed
+        self.profile = profile
+        self.check = check
+        self.coordinator_factory = coordinator_factory
+        self.monitors: dict[str, Monitor] = {}
+        """Per protocol, its run's monitor (with ``check``)."""
         self._scenario: Scenario | None = None
         self._storage: EventStorage | None = None
         self._handler: logging.Handler | None = None
@@ -89,7 +123,8 @@ class SimEngine:
         """``sim-<scenario>-s<seed>-<digest of the scenario>``: the same for a replay."""
         doc = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
         digest = hashlib.sha256(doc.encode()).hexdigest()[:8]
-        return f"sim-{scenario.name}-s{self._seed(scenario)}-{digest}"
+        profile = "" if self.profile.is_baseline else f"-{self.profile.name}"
+        return f"sim-{scenario.name}-s{self._seed(scenario)}{profile}-{digest}"
 
     def start(
         self,
@@ -114,6 +149,9 @@ class SimEngine:
             "seed": seed,
             "log_digest": {},
         }
+        if self.check or not self.profile.is_baseline:
+            manifest["engine"]["profile"] = self.profile.to_dict()
+            manifest["engine"]["checks"] = {}
         manifest["zookeeper"] = {
             "embedded": "sim",
             "members": scenario.cluster.zookeeper_ensemble,
@@ -135,14 +173,18 @@ class SimEngine:
         scenario = self._scenario
         if scenario is None or self._storage is None:
             raise RuntimeError("SimEngine.begin_protocol before start")
-        loop = SimEventLoop()
+        profile = self.profile
         streams = Streams(self._seed(scenario))
+        ties = streams.stream("explore/ties") if profile.ties else None
+        loop = SimEventLoop(tie_breaker=None if ties is None else lambda: ties.getrandbits(32))
         session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
         ensemble = SimEnsemble(
             loop,
             streams,
             scenario.cluster.zookeeper_ensemble,
             tick_time_for(session_ms, scenario.time_scale),
+            link_latency=profile.zk_latency,
+            commit_latency=profile.zk_commit_latency,
         )
         ensemble.start()
 
@@ -160,15 +202,29 @@ class SimEngine:
         def admin_zk(connect: str, timeout_s: float, **options: Any) -> ZkClient:
             return io.zk_client(connect, timeout_s, **options)
 
+        network = Network(
+            loop, streams, latency=profile.ray_latency or RAY_LINK_LATENCY, fifo=profile.ray_fifo
+        )
         system = SimActorSystem(
             loop,
             streams,
-            Network(loop, streams),
+            network,
             {"broker": broker, "producer": producer, "consumer_host": host},
             admin_zk,
         )
-        io = SimIO(ensemble, system)
+        monitor: Monitor | None = None
+        if self.check:
+
+            def stop(v: Violation) -> None:
+                if not loop.is_closed():  # not at the end-of-run checks
+                    system.halt(StopSimulation(v))
+
+            monitor = Monitor(strict=True, on_violation=stop)
+            self.monitors[protocol] = monitor
+        io = SimIO(ensemble, system, tap=monitor, coordinator_factory=self.coordinator_factory)
         system.on_kill.append(lambda h: _killed(h, ensemble))
+        if profile.stall_every is not None and profile.stall_for is not None:
+            _Stalls(system, streams, profile, stall_cap_ns(_session_timeouts_ms(scenario))).start()
         self.systems[protocol] = system
         return EngineParts(
             zk_hosts=list(ensemble.hosts),
@@ -176,6 +232,7 @@ class SimEngine:
             ensemble=ensemble,
             storage=self._storage,
             system=system,
+            tap=monitor,
         )
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
@@ -187,6 +244,10 @@ class SimEngine:
         errors = list(loop.errors)
         loop.close()
         engine = manifest.setdefault("engine", {})
+        monitor = self.monitors.get(run.protocol)
+        if monitor is not None:
+            monitor.finish(run.protocol, cut_short=system.halted)
+            engine.setdefault("checks", {})[run.protocol] = check_record(monitor, run.protocol)
         engine.setdefault("log_digest", {})[run.protocol] = log_digest(run.dir / "events")
         engine.setdefault("virtual_s", {})[run.protocol] = round(loop.time(), 3)
         if errors:
@@ -223,6 +284,76 @@ class SimEngine:
             logger.addHandler(handler)
             logger.propagate = False
         self._handler = handler
+
+
+MAX_RECORDED_VIOLATIONS = 20
+"""Violations of one protocol's run written into its manifest (the first ones)."""
+
+
+def check_record(monitor: Monitor, protocol: str) -> dict[str, Any]:
+    """What the manifest says of a protocol's online checks.
+
+    ``violations`` are the first :data:`MAX_RECORDED_VIOLATIONS` (``violation_count``
+    says how many there were; the first stopped the run when it came before
+    the end); ``counted`` the allowed findings per kind; ``unchecked`` the
+    kinds the run may not show that the monitor does not look for (the
+    offline checkers do).
+    """
+    found = [v for v in monitor.violations if v.protocol == protocol]
+    return {
+        "violation_count": len(found),
+        "violations": [v.to_dict() for v in found[:MAX_RECORDED_VIOLATIONS]],
+        "counted": monitor.counted(protocol),
+        "unchecked": list(monitor.unchecked(protocol)),
+    }
+
+
+def _session_timeouts_ms(scenario: Scenario) -> list[float]:
+    """The run's session timeouts as its protocols use them (scaled), in ms."""
+    keys = (
+        "zookeeper.session.timeout.ms",
+        "session.timeout.ms",
+        "group.consumer.session.timeout.ms",
+    )
+    return [float(scenario.kafka_config(k)) * scenario.time_scale for k in keys]
+
+
+class _Stalls:
+    """Now and then one live actor, drawn, is busy: its callbacks wait (design §5.1).
+
+    The times between stalls and their lengths are drawn from the profile's
+    tables on the stream ``explore/stall``; a stall is at most ``cap_ns``. An
+    actor is live once built and until killed; the candidates are taken in
+    spawn order.
+    """
+
+    def __init__(self, system: SimActorSystem, streams: Streams, profile: Profile, cap_ns: int):
+        if profile.stall_every is None or profile.stall_for is None:
+            raise ValueError("a profile without stalls")
+        self.system = system
+        self.rng = streams.stream("explore/stall")
+        self.every = profile.stall_every
+        self.length = profile.stall_for
+        self.cap_ns = cap_ns
+        self.count = 0
+
+    def start(self) -> None:
+        """Schedule the first stall."""
+        self._next()
+
+    def _next(self) -> None:
+        loop = self.system.loop
+        at = loop.now_ns + max(1, self.every.draw(self.rng))
+        loop.call_at_ns(at, self._stall, context=contextvars.Context())
+
+    def _stall(self) -> None:
+        live = [h for h in self.system.handles if h.instance is not None and not h.actor.dead]
+        if live:
+            h = live[self.rng.randrange(len(live))]
+            length = min(self.length.draw(self.rng), self.cap_ns)
+            self.system.loop.stall_until_ns(h.actor, self.system.loop.now_ns + length)
+            self.count += 1
+        self._next()
 
 
 def _killed(handle: SimHandle, ensemble: SimEnsemble) -> None:

@@ -34,14 +34,16 @@ import itertools
 import math
 import pickle
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from emulator.sim.clocks import VirtualClocks
 from emulator.sim.loop import NS_PER_S, ActorContext, SimEventLoop, current_actor
 from emulator.sim.network import LinkRefused, Network
 from emulator.sim.rng import Streams, uniform_ns
 from zk_registry.client import ZkClient
+
+_T = TypeVar("_T")
 
 __all__ = [
     "START_DELAY_NS",
@@ -189,6 +191,9 @@ class SimActorSystem:
         self._counts: dict[str, int] = {}  # unnamed actors per role, for their names
         self.handles: list[SimHandle] = []  # every actor spawned, in order
         self.on_kill: list[Callable[[SimHandle], None]] = []
+        self._halt: BaseException | None = None  # to raise into the driver (halt)
+        self.halted = False
+        """Whether :meth:`halt` was called (the run was stopped)."""
 
     # ----------------------------------------------------------- actors
 
@@ -348,6 +353,46 @@ class SimActorSystem:
 
     # ----------------------------------------------------------- driver
 
+    def halt(self, exc: BaseException) -> None:
+        """Stop the simulation at this instant and raise ``exc`` into the driver, once.
+
+        Called from inside the loop (the online monitor's first violation): the
+        loop stops after the running callback, and the driver's ``get``,
+        ``wait``, ``sleep`` or ``run`` that was running it raises ``exc``.
+        Called between two of those (an event the driver itself logged), the
+        next one raises it before running anything. Later halts are ignored,
+        so the driver's clean-up (the teardown) runs the loop on as usual.
+        """
+        if self.halted:
+            return
+        self.halted = True
+        self._halt = exc
+        if self.loop.is_running():
+            self.loop.stop()
+
+    def _raise_halt(self) -> None:
+        exc, self._halt = self._halt, None
+        if exc is not None:
+            raise exc
+
+    def _drive(self, aw: Awaitable[_T]) -> _T:
+        """``run_until_complete(aw)``; a halt cancels ``aw`` and raises its exception."""
+        if self._halt is not None:
+            if inspect.iscoroutine(aw):
+                aw.close()  # never started: nothing to cancel
+            self._raise_halt()
+        task = asyncio.ensure_future(aw, loop=self.loop)
+        try:
+            result = self.loop.run_until_complete(task)
+        except RuntimeError:
+            if self._halt is None or task.done():
+                raise
+            task.cancel()  # stopped under it: nobody waits for it any more
+            self._raise_halt()
+            raise  # pragma: no cover - _raise_halt raised
+        self._raise_halt()
+        return result
+
     def get(self, refs: Any, timeout: float) -> Any:
         """Run the loop until ``refs`` (one or a list) resolve; their results.
 
@@ -387,7 +432,7 @@ class SimActorSystem:
         for f in pending:
             f.add_done_callback(one)
         try:
-            loop.run_until_complete(asyncio.wait_for(all_done, timeout))
+            self._drive(asyncio.wait_for(all_done, timeout))
         except TimeoutError:
             pass  # the calls go on, as after ray.get's timeout
         finally:
@@ -401,9 +446,11 @@ class SimActorSystem:
         float difference to a deadline is past it afterwards, not 0 ns short of it
         for ever.
         """
+        self._raise_halt()
         if seconds > 0:
             loop = self.loop
             loop.run_until_ns(loop.now_ns + max(1, math.ceil(seconds * NS_PER_S)))
+            self._raise_halt()
 
     def wall(self) -> float:
         """The virtual wall clock."""
@@ -423,7 +470,7 @@ class SimActorSystem:
 
     def run(self, factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         """Run an admin coroutine on the sim loop, in the driver's context."""
-        return self.loop.run_until_complete(factory())
+        return self._drive(factory())
 
     def zk_client(
         self, connect: str, timeout_s: float, *, chroot: str = "", auth: Any = None

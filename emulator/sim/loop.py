@@ -207,6 +207,11 @@ class SimEventLoop(asyncio.BaseEventLoop):
         """Every report that reached the default exception handler, in order."""
         self.set_exception_handler(_record_error)
 
+    @property
+    def draws_ties(self) -> bool:
+        """Whether timers due at one instant run in a drawn order (a ``tie_breaker``)."""
+        return self._tie_breaker is not None
+
     # ------------------------------------------------------------------ time
 
     def time(self) -> float:

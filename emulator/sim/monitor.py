@@ -128,8 +128,12 @@ class Violation(Finding):
         return f"{self.protocol}: {self.kind}: {self.message}"
 
 
-class StopSimulation(Exception):
+class StopSimulation(BaseException):
     """Raised by the engine into its run on the first violation.
+
+    A ``BaseException``, as ``KeyboardInterrupt``: it stops the run, and the
+    run's ``except Exception`` clauses (a failed action noted, a lost call
+    tolerated) must not swallow it.
 
     Attributes:
         violation: the violation that stopped the run.
@@ -288,12 +292,14 @@ class Monitor:
             if not run.finished:
                 self._evaluate(run)
 
-    def finish(self, protocol: str | None = None) -> list[Violation]:
+    def finish(self, protocol: str | None = None, *, cut_short: bool = False) -> list[Violation]:
         """End a protocol's run (every one's when ``None``): the end-of-log checks.
 
         Loss, the exact processing windows, double ownership and the settle
-        points' partitions that joined the universe later are judged here.
-        Events of a finished protocol are not checked any more.
+        points' partitions that joined the universe later are judged here;
+        ``cut_short`` (a run stopped before its end) judges only the pending
+        instant: what a run did not get to do is not its loss. Events of a
+        finished protocol are not checked any more.
 
         Returns:
             The violations this call found.
@@ -305,7 +311,8 @@ class Monitor:
             if run.finished:
                 continue
             self._evaluate(run)
-            self._judge(run, run.checks.finish())
+            if not cut_short:
+                self._judge(run, run.checks.finish())
             run.finished = True
         return self.violations[before:]
 

@@ -8,7 +8,9 @@ destination: a dead destination drops it, a stalled one defers it.
 
 * **FIFO** (the default, as TCP and the baseline Ray links): ``deliver_at =
   max(now + latency, last_deliver_at)``; with equal delivery times the loop's
-  FIFO tie order keeps the send order. A reordering link (``fifo=False``,
+  FIFO tie order keeps the send order. On a loop that draws the order of ties
+  (exploration) a FIFO link delivers at least 1 ns after its previous message
+  instead, so the drawn order cannot swap them. A reordering link (``fifo=False``,
   exploration of Ray's async actors, design §1.3) skips the clamp.
 * **Modes**, as the fault proxy's (``zk_registry/proxy.py``, design §3.5) as far
   as a generic one-way link goes:
@@ -120,6 +122,9 @@ class Link:
         self._mode = LinkMode.PASS
         self._resets = 0  # times the link went DOWN: in-flight messages of an older one are lost
         self._last_ns = 0
+        # the least gap between two deliveries of a FIFO link: 0 keeps their
+        # order on a FIFO-tie loop; a drawn-tie loop could swap equal times
+        self._gap = 1 if loop.draws_ties else 0
         self.sent = 0
         self.delivered = 0
         self.dropped = 0
@@ -164,7 +169,7 @@ class Link:
             return None
         at = loop.now_ns + self.latency(self.rng)
         if self.fifo:
-            at = max(at, self._last_ns)
+            at = max(at, self._last_ns + self._gap)
             self._last_ns = at
         ctx = contextvars.Context() if self.dst is None else self.dst.new_context()
         loop.call_at_ns(

@@ -343,7 +343,8 @@ class SimEnsemble:
         name: the host-name prefix of the members' addresses (``<name>-<myid>:2181``).
         min_session_timeout_ms, max_session_timeout_ms: the negotiation bounds
             (default ``2`` and ``20`` x tickTime).
-        link_latency: one-way latency of a client connection (before any proxy latency).
+        link_latency: one-way latency of a client connection (before any proxy latency;
+            default :data:`ZK_LINK_LATENCY`).
         commit_latency: a write's quorum round trip (default :data:`COMMIT_LATENCY`,
             none for a standalone server).
         election_delay: an election after the leader's loss (:data:`ELECTION_DELAY`).
@@ -366,7 +367,7 @@ class SimEnsemble:
         name: str = "sim-zk",
         min_session_timeout_ms: int | None = None,
         max_session_timeout_ms: int | None = None,
-        link_latency: LatencyModel = ZK_LINK_LATENCY,
+        link_latency: LatencyModel | None = None,
         commit_latency: LatencyModel | None = None,
         election_delay: LatencyModel = ELECTION_DELAY,
         join_election_delay: LatencyModel = JOIN_ELECTION_DELAY,
@@ -388,7 +389,7 @@ class SimEnsemble:
         self._max_timeout = (
             20 * tick_time_ms if max_session_timeout_ms is None else max_session_timeout_ms
         )
-        self.link_latency = link_latency
+        self.link_latency = ZK_LINK_LATENCY if link_latency is None else link_latency
         self._commit_latency = (
             None if size == 1 else (COMMIT_LATENCY if commit_latency is None else commit_latency)
         )

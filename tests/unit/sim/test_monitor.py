@@ -126,7 +126,9 @@ class Stream:
                 reason="lost" if lost else "revoked",
             )
 
-    def commit(self, t: float, member: str, p: int, offset: int = 10) -> None:
+    def commit(
+        self, t: float, member: str, p: int, offset: int = 10, age: float | None = None
+    ) -> None:
         self.emit(
             t,
             K.OFFSETS_COMMITTED,
@@ -135,6 +137,7 @@ class Stream:
             topic=TOPIC,
             partition=p,
             offset_end=offset,
+            duration_ms=age,
         )
 
     def completed(self, t: float, member: str, parts: list[int], mid: str | None = None) -> None:
@@ -210,6 +213,26 @@ def test_a_commit_by_a_non_owner_fires_under_the_modern_protocols(protocol: str)
     # the triggering event: c-1's commit, the host's fifth event
     assert v.seqs == (("host-0", 3),)
     assert "c-1 committed t:0" in v.message and "c-0 owned it" in v.message
+
+
+def test_a_commit_is_judged_at_the_instant_the_coordinator_stored_it() -> None:
+    """A commit answered after a pause: stored while its member owned the partition.
+
+    Found by ``explore`` (zombie-double-consume, classic-eager, seed 23): c-1's
+    auto-commit was stored just before its pause and the answer reached it 35 s
+    later, after c-0 had taken the partition. The event's ``duration_ms`` says
+    how long before the event the coordinator stored it.
+    """
+    s = stream("classic-eager")
+    s.assigned(10, "c-1", [0])
+    s.revoked(30, "c-1", [0], lost=True)
+    s.assigned(40, "c-0", [0])
+    s.commit(100, "c-1", 0, age=80)  # stored at 20: c-1's
+    s.commit(100, "c-1", 0, age=55)  # stored at 45: c-0's by then
+    s.monitor.finish()
+    [v] = s.monitor.violations
+    assert v.kind == COMMIT_BY_NON_OWNER and v.window == (45.0, 45.0)
+    assert v.members == ("c-0", "c-1") and "at 45.0 ms while c-0 owned it" in v.message
 
 
 def test_a_commit_by_a_non_owner_is_allowed_under_zookeeper() -> None:
@@ -436,6 +459,15 @@ def test_loss_at_the_end_fires_with_at_least_once_settings(protocol: str) -> Non
         LOSS_AT_END,
     )
     assert v.group == GROUP  # the run's group: nobody claimed t:0
+
+
+def test_a_run_cut_short_is_not_judged_on_what_it_did_not_get_to_do() -> None:
+    """A run the engine stopped at a violation: no loss, only the pending instant's checks."""
+    s = stream("consumer")
+    s.run_started(-5, "auto", False)
+    lossy(s)
+    s.commit(200, "c-9", 0)  # pending when the run is cut: still judged
+    assert [v.kind for v in s.monitor.finish(cut_short=True)] == [COMMIT_BY_NON_OWNER]
 
 
 def test_loss_is_allowed_with_at_most_once_settings() -> None:
