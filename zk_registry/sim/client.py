@@ -26,7 +26,8 @@ What is reproduced, read from kazoo 2.11.0 (``client.py``, ``protocol/connection
   otherwise queued and sent in order once connected.
 * **Replies** (``_read_response``): the reply's xid must be the oldest
   pending one (else ``RuntimeError("xids do not match")`` ends the connection
-  routine, as kazoo's thread dies); ``exists`` + NoNode gives ``None``; an error
+  routine, as kazoo's thread dies: ``LOST``, then ``ConnectionClosedError``, no
+  reconnect; recorded by conformance script 29); ``exists`` + NoNode gives ``None``; an error
   reply gives a fresh instance of the error class. A watcher is registered
   client-side when a *successful* reply (or ``exists`` + NoNode) is read, after
   the result is set: ``GetChildren``/``GetChildren2`` in the child watchers,
