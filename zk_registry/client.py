@@ -88,6 +88,7 @@ from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import KazooRetry
 
 from zk_registry.auth import ZkAuth, parse_zk_auth
+from zk_registry.connection import kazoo_client
 from zk_registry.server import ZooKeeperError, parse_connect_string
 
 __all__ = [
@@ -460,7 +461,10 @@ class ZkClient:
             auth, znodes are ``world:anyone`` (ZooKeeper's default).
         raw_factory: builds the raw client (:attr:`kazoo`) from
             :class:`~kazoo.client.KazooClient`'s keyword arguments (see
-            :class:`RawClientFactory`); default ``KazooClient`` itself. A raw
+            :class:`RawClientFactory`); default
+            :func:`zk_registry.connection.kazoo_client`, a ``KazooClient`` whose
+            reply-xid mismatch drops the connection as the Java client does
+            (an emulator choice; see that module). A raw
             client with coroutine methods ``start_async(timeout=)`` and
             ``stop_async()`` is started and stopped on the loop, without a
             thread; one with a ``negotiated_timeout_ms`` attribute says the
@@ -506,7 +510,7 @@ class ZkClient:
         retry = connection_retry or KazooRetry(
             max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0
         )
-        factory: RawClientFactory = KazooClient if raw_factory is None else raw_factory
+        factory: RawClientFactory = kazoo_client if raw_factory is None else raw_factory
         self.kazoo: Any = factory(
             hosts=hosts,
             timeout=self.session_timeout_s,
