@@ -25,9 +25,12 @@ What is reproduced, read from kazoo 2.11.0 (``client.py``, ``protocol/connection
   (``ConnectionClosedError``) and ``EXPIRED_SESSION`` (``SessionExpiredError``);
   otherwise queued and sent in order once connected.
 * **Replies** (``_read_response``): the reply's xid must be the oldest
-  pending one (else ``RuntimeError("xids do not match")`` ends the connection
-  routine, as kazoo's thread dies: ``LOST``, then ``ConnectionClosedError``, no
-  reconnect; recorded by conformance script 29); ``exists`` + NoNode gives ``None``; an error
+  pending one. Otherwise (or with nothing pending) that request fails with
+  ``ConnectionLoss`` and the connection is dropped (``SUSPENDED``, the rest
+  ``ConnectionLoss``, a reconnect in the same session): the project's
+  ``zk_registry.connection.JavaXidConnectionHandler``, the Java client's answer,
+  which the real engine's clients use (kazoo's own ``RuntimeError`` would end
+  its thread; conformance script 29). ``exists`` + NoNode gives ``None``; an error
   reply gives a fresh instance of the error class. A watcher is registered
   client-side when a *successful* reply (or ``exists`` + NoNode) is read, after
   the result is set: ``GetChildren``/``GetChildren2`` in the child watchers,
@@ -67,7 +70,9 @@ What is reproduced, read from kazoo 2.11.0 (``client.py``, ``protocol/connection
   blocking ``start`` checks that the chroot exists (a warning otherwise), so
   :meth:`SimKazooClient.start_async` does too.
 
-Differences from kazoo, all deliberate: state listeners and watchers are kept
+Differences from kazoo, all deliberate: a reply out of order drops the
+connection (above; what the real engine's ``ZkClient`` does too, an emulator
+choice restoring the Java client); state listeners and watchers are kept
 in insertion order (kazoo's ``set`` s iterate in hash order); ``start``/``get``
 cannot block a single-threaded loop (:class:`SimWouldBlock`); ACLs, auth,
 SASL, read-only mode and ``makepath`` are refused (not modelled).
@@ -1122,16 +1127,25 @@ class SimKazooClient:
         self._end_serve(ConnectionDropped("socket connection broken"))
 
     def _read_response(self, reply: Reply) -> bool:
-        """kazoo's ``_read_response``; True when it ended the connection."""
+        """kazoo's ``_read_response`` as ``JavaXidConnectionHandler`` has it; True: it ended.
+
+        A reply that is not for the oldest pending request (or with nothing
+        pending) fails that request with ``ConnectionLoss`` and drops the
+        connection, its zxid not taken (``zk_registry.connection``).
+        """
+        if not self._pending:
+            self._end_serve(ConnectionDropped(f"nothing pending, but got xid {reply.xid!r}"))
+            return True
         op, result, xid, watcher = self._pending.popleft()
+        if reply.xid != xid:
+            if result is not None:
+                result.set_exception(ConnectionLoss())
+            self._end_serve(
+                ConnectionDropped(f"xids do not match, expected {xid!r} received {reply.xid!r}")
+            )
+            return True
         if reply.zxid > 0:
             self.last_zxid = reply.zxid
-        if reply.xid != xid:
-            exc = RuntimeError(f"xids do not match, expected {xid!r} received {reply.xid!r}")
-            if result is not None:
-                result.set_exception(exc)
-            self._end_serve(exc)
-            return True
         err = reply.err
         exists_error = err is NoNodeError and op.code == EXISTS
         if err is not None and not exists_error:

@@ -41,6 +41,7 @@ from zk_registry.sim.client import (
 )
 from zk_registry.sim.link import SimZkLink
 from zk_registry.sim.tree import JavaHashSet
+from zk_registry.sim.wire import Reply
 
 
 @pytest.fixture
@@ -548,22 +549,49 @@ def test_reconnect_back_off_follows_the_retry_policy(world: World) -> None:
     assert 6 <= len(attempts) <= 10
 
 
-def test_a_short_blackhole_with_traffic_kills_the_connection_routine(world: World) -> None:
-    """kazoo's xid check: a request lost in a healed blackhole desynchronizes the replies."""
+def test_a_short_blackhole_with_traffic_drops_the_connection_as_java_does(world: World) -> None:
+    """A request lost in a healed blackhole desynchronizes the replies: a reconnect follows.
+
+    ``JavaXidConnectionHandler``'s answer (the real engine's, conformance script 29):
+    the lost request and the next one fail with ConnectionLoss, SUSPENDED, then
+    CONNECTED in the same session after the retry policy's first back-off (50 ms
+    x [0.9, 1.1]) and a round trip; the mismatched reply's zxid is not taken.
+    """
     a = world.session("a", 3.0, link=True)
+    b = world.session("b", 3.0)
+    world.run(b.zk.create_async("/x", b""))
+    session = a.raw.client_id
     loop = world.loop
     a.mode(ProxyMode.BLACKHOLE)
     lost = loop.create_task(a.zk.exists_async("/"))
     world.run_for(0.1)
     a.mode(ProxyMode.PASS)
-    later = loop.create_task(a.zk.exists_async("/"))
-    world.run_for(0.1)
-    assert isinstance(lost.exception(), RuntimeError)
+    zxid = a.raw.last_zxid
+    later = loop.create_task(a.zk.set_async("/x", b"1"))  # executed, answered out of order
+    world.run_until(lambda: not a.zk.connected, 0.01)
+    world.run_for(0.001)
+    assert isinstance(lost.exception(), ConnectionLoss)
     assert isinstance(later.exception(), ConnectionLoss)
-    assert isinstance(a.raw.connection_error, RuntimeError)
-    assert a.state_names() == ["CONNECTED", "LOST"]
-    with pytest.raises(ConnectionClosedError):
-        world.run(a.zk.exists_async("/"))
+    assert a.raw.last_zxid == zxid
+    assert a.raw.connection_error is None
+    world.run_until(lambda: a.zk.connected, 1.0)
+    (_, _, sid0), (suspended, _, sid1), (connected, _, sid2) = a.states
+    assert a.state_names() == ["CONNECTED", "SUSPENDED", "CONNECTED"]
+    assert sid0 == sid1 == sid2 and a.raw.client_id == session
+    assert 0.045 <= connected - suspended <= 0.056 + 0.004
+    stat = world.run(a.zk.exists_async("/x"))
+    assert stat is not None and stat.version == 1  # the write did happen
+    assert a.new_sessions == []
+
+
+def test_a_reply_with_nothing_pending_drops_the_connection(world: World) -> None:
+    a = world.session("a", 3.0)
+    session = a.raw.client_id
+    assert a.raw._read_response(Reply(7, 0, None, None)) is True
+    world.run_until(lambda: not a.zk.connected, 0.01)
+    world.run_until(lambda: a.zk.connected, 1.0)
+    assert a.state_names() == ["CONNECTED", "SUSPENDED", "CONNECTED"]
+    assert a.raw.client_id == session and a.raw.connection_error is None
 
 
 def test_link_latency_is_added_both_ways(world: World) -> None:
