@@ -897,7 +897,7 @@ class _Run:
                 result = True
             else:
                 result = await self._multi(step, client)
-        except (KazooException, RuntimeError) as exc:  # kazoo's "xids do not match" (29)
+        except KazooException as exc:
             record["error"] = type(exc).__name__
             self._keep(step, record)
             return
