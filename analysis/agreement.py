@@ -33,7 +33,10 @@ verdict by one of three rules (issue 18 design §6.3):
   of the sim median (so a sim that is always 0 needs a real median of 0).
   Neither side with a value: ``n/a``; only one side with values: disagree.
   A row where every value on both sides is 0 agrees and is flagged
-  ``zero`` (it says the engines agree that nothing happened).
+  ``zero`` (it says the engines agree that nothing happened). Each range row
+  also says whether the real median is within 20% of the sim median
+  (``close``): a row that disagrees but is close has its centre right and its
+  spread too narrow (the sim's runs vary less than the real engine's).
 
 * **reported** (never judged): wall and CPU seconds per trial, events logged.
 
@@ -349,6 +352,8 @@ class Row:
             or ``hits``, ``n``; ``values``.
         zero: every value on both sides is 0.
         allowed: for ``anomaly:<kind>``, whether the protocol allows the kind.
+        close: for range rows with values on both sides, whether the real median
+            is within :data:`DEGENERATE_TOLERANCE` of the sim median.
     """
 
     protocol: str
@@ -361,6 +366,7 @@ class Row:
     sim: Mapping[str, Any]
     zero: bool = False
     allowed: bool | None = None
+    close: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able."""
@@ -413,8 +419,12 @@ def range_row(
     """A row judged by the range rule."""
     r, s = real_summary(real), sim_summary(sim)
     verdict, why = judge_range(r["values"] if r["n"] else [], s["values"] if s["n"] else [])
-    zero = bool(r["n"] and s["n"]) and all(v == 0 for v in [*r["values"], *s["values"]])
-    return Row(protocol, episode, metric, RANGE, verdict, why, r, s, zero=zero)
+    both = bool(r["n"] and s["n"])
+    zero = both and all(v == 0 for v in [*r["values"], *s["values"]])
+    close = (
+        abs(r["median"] - s["median"]) <= DEGENERATE_TOLERANCE * abs(s["median"]) if both else None
+    )
+    return Row(protocol, episode, metric, RANGE, verdict, why, r, s, zero=zero, close=close)
 
 
 def share_row(
@@ -627,6 +637,9 @@ class Agreement:
                 "range_zero_on_both": sum(
                     1 for r in self.rows if r.rule == RANGE and r.zero and r.verdict == AGREE
                 ),
+                "range_disagree_but_close": sum(
+                    1 for r in self.rows if r.rule == RANGE and r.verdict == DISAGREE and r.close
+                ),
             },
             "rows": [r.to_dict() for r in self.rows],
         }
@@ -709,6 +722,7 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
     """The full table, per protocol, with the inputs and the counts first."""
     c, ce, cr = ag.counts(), ag.counts(EXACT), ag.counts(RANGE)
     zero = sum(1 for r in ag.rows if r.rule == RANGE and r.zero and r.verdict == AGREE)
+    close = sum(1 for r in ag.rows if r.rule == RANGE and r.verdict == DISAGREE and r.close)
     lines = [
         "# Agreement of the engines",
         "",
@@ -724,10 +738,12 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
         "",
         f"Judged rows: **{c[AGREE]} agree, {c[DISAGREE]} disagree**, {c[NOT_APPLICABLE]} n/a "
         f"(exact rule: {ce[AGREE]} agree, {ce[DISAGREE]} disagree; range rule: {cr[AGREE]} "
-        f"agree, of which {zero} are 0 on both sides, {cr[DISAGREE]} disagree).",
+        f"agree, of which {zero} are 0 on both sides, {cr[DISAGREE]} disagree, of which "
+        f"{close} have the real median within {DEGENERATE_TOLERANCE:.0%} of the sim's).",
         "",
         "Real: median [min, max]; sim: median [p5, p95]; exact rows: trials where it "
-        "holds / trials. Times in seconds.",
+        f"holds / trials; ~: the real median within {DEGENERATE_TOLERANCE:.0%} of the sim "
+        "median. Times in seconds.",
     ]
     if ag.plan_mismatches:
         lines += ["", "Drawn plans that differ: " + "; ".join(ag.plan_mismatches)]
@@ -751,9 +767,12 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
             metric = metric_label(r.metric)
             if r.allowed is not None:
                 metric += " (allowed)" if r.allowed else " (not allowed)"
+            mark = MARK.get(r.verdict, r.verdict)
+            if r.verdict == DISAGREE and r.close:
+                mark += " ~"
             lines.append(
                 f"| {r.episode} | {metric} | {r.rule} | {side_text(r, 'real')} | "
-                f"{side_text(r, 'sim')} | {MARK.get(r.verdict, r.verdict)} | {r.why} |"
+                f"{side_text(r, 'sim')} | {mark} | {r.why} |"
             )
     hidden = "" if include_zero else f" and the {zero} rows that are 0 on both sides"
     lines += ["", f"Rows not shown: those n/a on both sides{hidden}.", ""]
@@ -784,6 +803,8 @@ def summary_table(
                     cells.append("-")
                     continue
                 mark = "ok" if r.verdict == AGREE else "**NO**"
+                if r.verdict == DISAGREE and r.close:
+                    mark = "no~"
                 if r.rule == EXACT:
                     cells.append(
                         f"{r.real['hits']}/{r.real['n']} · {r.sim['hits']}/{r.sim['n']} {mark}"

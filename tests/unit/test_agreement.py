@@ -173,12 +173,13 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     assert by[(p, "formation", "time_to_stable_ms")].verdict == AGREE  # degenerate: 3.0 vs 3.1
     join = by[(p, "join", "time_to_stable_ms")]
     assert join.rule == RANGE and join.verdict == DISAGREE and "above" in join.why
+    assert join.close is False  # 2.1 against 1.45: 45% off
     assert join.real["n"] == 3 and join.real["median"] == 2100.0
     assert join.real["min"] == 2000.0 and join.real["max"] == 2200.0
     assert join.sim["n"] == 10 and join.sim["median"] == 1450.0
     assert join.sim["p5"] == pytest.approx(1045.0) and join.sim["p95"] == pytest.approx(1855.0)
     detect = by[(p, "crash", "time_to_detect_ms")]  # real 45.001 s vs a flat 45 s: within 20%
-    assert detect.verdict == AGREE and "one value" in detect.why
+    assert detect.verdict == AGREE and "one value" in detect.why and detect.close
     settles = by[(p, "crash", "settles")]
     assert settles.rule == EXACT and settles.verdict == DISAGREE
     assert settles.real == {"hits": 3, "n": 3} and settles.sim == {"hits": 9, "n": 10}
@@ -196,6 +197,7 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     assert by[(p, "whole run", "anomaly:duplicate")].verdict == AGREE
     stranded = by[(p, "whole run", "anomaly:stranded_partition")]
     assert stranded.verdict == DISAGREE and stranded.why == "real only" and stranded.allowed
+    assert stranded.close is None
     double = by[(p, "whole run", "anomaly:double_ownership")]
     assert double.verdict == DISAGREE and double.sim == {"hits": 1, "n": 10} and double.allowed
     assert (p, "whole run", "anomaly:loss") not in by
@@ -230,6 +232,20 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     table = summary_table(ag, ["join"], ["time_to_stable_ms", "settles"], [p])
     assert "| join | time_to_stable (s) | 2.1 · 1.45 [1.04, 1.85] **NO** |" in table
     assert "| join | settles | 3/3 · 10/10 ok |" in table
+    assert "| crash | time_to_stable (s) | 47 · 46 [46, 46] ok |" in summary_table(
+        ag, ["crash"], ["time_to_stable_ms"], [p]
+    )
+
+
+def test_a_narrow_sim_range_missed_by_little_disagrees_but_is_close() -> None:
+    real = [trial("consumer", s, [episode("join", 0, 5170.0)]) for s in (1, 2, 3)]
+    sim = [trial("consumer", s, [episode("join", 0, 5160.0 + s)]) for s in range(1, 11)]
+    ag = compare_sides(side("real", real), side("sim", sim))
+    row = rows_by(ag.rows)[("consumer", "join", "time_to_stable_ms")]
+    assert row.verdict == DISAGREE and row.close  # 5.170 above [5.16145, 5.16955]: 0.1% off
+    assert ag.to_dict()["counts"]["range_disagree_but_close"] == 1
+    assert "| **NO** ~ |" in to_markdown(ag)
+    assert "no~" in summary_table(ag, ["join"], ["time_to_stable_ms"], ["consumer"])
 
 
 def test_side_text_shows_one_value_when_the_range_is_flat() -> None:
