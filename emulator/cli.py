@@ -7,6 +7,7 @@
     rebalance-emu compare RUN_DIR [RUN_DIR ...] [--spark-master URL] [--out DIR]
     rebalance-emu experiment EXPERIMENT.toml [--out DIR] [--seeds N] [--protocol P]
                       [--parallel N] [--ray-address ADDR] [--retry-failed]
+                      [--engine real|sim]
     rebalance-emu demo [--scenario NAME] [--out DIR]
     rebalance-emu explore SCENARIO [--seeds N] [--first-seed S] [--protocol P ...]
                       [--profile NAME|FILE] [--parallel K] [--out DIR] [--keep-going]
@@ -574,6 +575,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         exp = load_experiment(path, seeds=args.seeds, protocols=protocols).on_engine(
             getattr(args, "engine", "real") or "real"
         )
+        in_process = exp.engine == "sim" and args.parallel == 1
+        if in_process and args.ray_address:
+            raise ValueError(
+                "--engine sim --parallel 1 runs the trials in this process: drop --ray-address "
+                "(or ask for more than one trial at once)"
+            )
     except (ExperimentError, ValueError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     out = Path(args.out) if args.out else Path("runs") / exp.name
@@ -591,12 +598,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 f"--out {out} holds experiment {held!r}, not {exp.name!r} (use another --out)",
                 EXIT_USAGE,
             )
-    prepare_local_ray(joining=bool(args.ray_address))
+    if not in_process:
+        prepare_local_ray(joining=bool(args.ray_address))
     runner = importlib.import_module("actors.experiment")
     print(
         f"experiment {exp.name}: {len(exp.trials)} trials ({len(exp.scenarios)} scenarios x "
         f"{len(exp.protocols)} protocols x seeds x {exp.points} grid points) on the "
-        f"{exp.engine} engine -> {out}",
+        f"{exp.engine} engine{' in this process' if in_process else ''} -> {out}",
         file=sys.stderr,
     )
     t0 = monotonic_s()
@@ -1000,15 +1008,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel",
         type=int,
         metavar="N",
-        help="at most N trials at once (default: what "
-        "the cluster's CPUs hold at cpus_per_trial each)",
+        help="at most N trials at once (default: what the cluster's CPUs hold at "
+        "cpus_per_trial each); with --engine sim, 1 runs the trials one after another in "
+        "this process, without Ray",
     )
     ex.add_argument("--ray-address", metavar="ADDR", help="as for run")
     ex.add_argument(
         "--engine",
         choices=("real", "sim"),
         default="real",
-        help="the engine every trial runs on (as for run; sim trials take one CPU each)",
+        help="the engine every trial runs on (as for run; sim trials take one CPU each, "
+        "as Ray tasks, or in this process with --parallel 1)",
     )
     ex.add_argument(
         "--retry-failed", action="store_true", help="run failed and degraded trials again"
