@@ -77,9 +77,8 @@ def every_anomaly(protocol: str) -> H:
     return h
 
 
-@pytest.mark.parametrize("protocol", MODERN)
 def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
-    spark: SparkSession, protocol: str
+    spark: SparkSession,
 ) -> None:
     """The answer to c-1's commit reaches it after c-0 took the partition (a pause).
 
@@ -88,7 +87,7 @@ def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
     the same commit stored after c-0's claim is a non-owner's (explore found
     the first case flagged, zombie-double-consume, classic-eager, seed 23).
     """
-    h = H(protocol=protocol, group="g").run(0, 1000)
+    h = H(protocol="classic-eager", group="g").run(0, 1000)  # the rule is the same for all
     h.produce("t", 0, 0, 100, at=5)
     for m in ("c-0", "c-1"):
         h.start(m, at=0)
