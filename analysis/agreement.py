@@ -56,6 +56,7 @@ from typing import Any, Final
 from analysis.episodes import EPISODE_METRICS
 from analysis.experiment import ANALYSIS_FILE, episode_labels
 from analysis.experiment_report import RUN_LABEL
+from analysis.report import PROTOCOL_ORDER
 from analysis.stats import percentile
 from emulator.anomalies import ANOMALY_KINDS, allowed_kinds
 
@@ -658,7 +659,10 @@ def compare_sides(real: Side, sim: Side) -> Agreement:
             if real.scenario.get(k) != sim.scenario.get(k)
         )
         raise AgreementError(f"the two sides ran different scenarios (they differ in {diff})")
-    protocols = [p for p in real.protocols() if p in sim.protocols()]
+    protocols = sorted(
+        (p for p in real.protocols() if p in sim.protocols()),
+        key=lambda p: (PROTOCOL_ORDER.index(p) if p in PROTOCOL_ORDER else len(PROTOCOL_ORDER), p),
+    )
     if not protocols:
         raise AgreementError("the two sides share no protocol")
     mismatches = [
@@ -732,7 +736,7 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
         "| protocol | real seeds | sim seeds |",
         "|---|---|---|",
     ]
-    for p in ag.real.protocols():
+    for p in dict.fromkeys(r.protocol for r in ag.rows):
         lines.append(f"| {p} | {_seed_text(ag.real.seeds(p))} | {_seed_text(ag.sim.seeds(p))} |")
     lines += [
         "",
@@ -790,7 +794,11 @@ def _seed_text(seeds: Sequence[int]) -> str:
 def summary_table(
     ag: Agreement, episodes: Sequence[str], metrics: Sequence[str], protocols: Sequence[str]
 ) -> str:
-    """A compact markdown table: per episode x metric, per protocol ``real / sim [p5, p95] ok``."""
+    """A compact markdown table: per episode x metric, per protocol ``real · sim [p5, p95] ok``.
+
+    Exact rows show ``real hits/n · sim hits/n``; ``no~``: disagrees, but the real
+    median is within 20% of the sim's. Rows n/a for every protocol are left out.
+    """
     by = {(r.protocol, r.episode, r.metric): r for r in ag.rows}
     head = "| episode | metric | " + " | ".join(protocols) + " |"
     lines = [head, "|---|---|" + "---|" * len(protocols)]
@@ -805,6 +813,8 @@ def summary_table(
                 mark = "ok" if r.verdict == AGREE else "**NO**"
                 if r.verdict == DISAGREE and r.close:
                     mark = "no~"
+                if r.rule == REPORT_ONLY:
+                    mark = ""
                 if r.rule == EXACT:
                     cells.append(
                         f"{r.real['hits']}/{r.real['n']} · {r.sim['hits']}/{r.sim['n']} {mark}"
@@ -814,7 +824,8 @@ def summary_table(
                 s = r.sim
                 cells.append(
                     f"{num(r.real['median'], div)} · {num(s['median'], div)} "
-                    f"[{num(s['p5'], div)}, {num(s['p95'], div)}] {mark}"
+                    f"[{num(s['p5'], div)}, {num(s['p95'], div)}] {mark}".rstrip()
                 )
-            lines.append(f"| {ep} | {metric_label(m)} | " + " | ".join(cells) + " |")
+            if any(c != "-" for c in cells):  # rows n/a everywhere are left out
+                lines.append(f"| {ep} | {metric_label(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

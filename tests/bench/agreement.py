@@ -41,6 +41,7 @@ from analysis.agreement import (  # noqa: E402
     load_side,
     metric_label,
     side_text,
+    summary_table,
     to_markdown,
 )
 from analysis.experiment_report import RUN_LABEL  # noqa: E402
@@ -55,6 +56,35 @@ PLOTTED = (
     "generation_bumps",
 )
 """The metrics of the plot's rows (every metric is in the JSON and the table)."""
+
+GLANCE_EPISODE_METRICS = (
+    "occurs",
+    "settles",
+    "time_to_detect_ms",
+    "time_to_stable_ms",
+    "partition_unavailable_s",
+    "partitions_revoked",
+    "partitions_moved",
+    "duplicates",
+    "commit_failures",
+    "zk_ops",
+)
+GLANCE_RUN_METRICS = ("not_allowed", "duplicates", "zk_ops_per_change", "wall_s", "cpu_s")
+"""The rows of the table at a glance (the README's)."""
+
+
+def glance(ag: Agreement) -> str:
+    """The compact table: per episode x metric, a cell per protocol, then whole-run rows."""
+    protocols = list(dict.fromkeys(r.protocol for r in ag.rows))
+    episodes = [
+        e for e in dict.fromkeys(r.episode for r in ag.rows) if e != RUN_LABEL and "+" not in e
+    ]
+    kinds = sorted(
+        {r.metric for r in ag.rows if r.metric.startswith("anomaly:")},
+    )
+    head = summary_table(ag, episodes, GLANCE_EPISODE_METRICS, protocols)
+    tail = summary_table(ag, [RUN_LABEL], [*kinds, *GLANCE_RUN_METRICS], protocols)
+    return head + "\n" + "\n".join(tail.split("\n")[2:])
 
 
 def analyse(exp_dir: Path, spark_master: str | None) -> None:
@@ -145,7 +175,17 @@ def main() -> int:
     doc: dict[str, Any] = {**header("agreement", started, args), **ag.to_dict()}
     args.out.mkdir(parents=True, exist_ok=True)
     write(args.out / f"{args.name}.json", doc, ROOT)
-    (args.out / f"{args.name}.md").write_text(to_markdown(ag))
+    at_a_glance = glance(ag)
+    print("\n" + at_a_glance)
+    md = to_markdown(ag).replace(
+        "\n## ",
+        "\n## At a glance\n\nPer cell: real median · sim median [p5, p95], ok or **NO** "
+        "(no~: within 20% of the sim median); exact rows: real hits/n · sim hits/n.\n\n"
+        + at_a_glance
+        + "\n\n## ",
+        1,
+    )
+    (args.out / f"{args.name}.md").write_text(md)
     plot(ag, args.out / f"{args.name}.png")
     print(f"wrote {args.out / f'{args.name}.md'} and {args.out / f'{args.name}.png'}")
     return 0

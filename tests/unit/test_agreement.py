@@ -232,6 +232,7 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     table = summary_table(ag, ["join"], ["time_to_stable_ms", "settles"], [p])
     assert "| join | time_to_stable (s) | 2.1 · 1.45 [1.04, 1.85] **NO** |" in table
     assert "| join | settles | 3/3 · 10/10 ok |" in table
+    assert "time_to_detect" not in summary_table(ag, ["join"], ["time_to_detect_ms"], [p])
     assert "| crash | time_to_stable (s) | 47 · 46 [46, 46] ok |" in summary_table(
         ag, ["crash"], ["time_to_stable_ms"], [p]
     )
