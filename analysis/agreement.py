@@ -89,7 +89,7 @@ RANGE_RUN_METRICS: Final = (
 
 REPORTED_METRICS: Final = (
     ("wall_s", "wall seconds of the trial"),
-    ("cpu_s", "CPU seconds: real, the actors' sum; sim, the one process"),
+    ("cpu_s", "CPU seconds: real, the actors' sum; sim, the trial's own (trial.json)"),
     ("events", "events logged"),
 )
 """Whole-run figures shown side by side and never judged."""
@@ -166,21 +166,25 @@ class Side:
         return sorted(t.seed for t in self.trials if t.protocol == protocol)
 
 
-def cpu_seconds(manifest: Mapping[str, Any], protocol: str) -> float | None:
-    """A trial's CPU seconds from its manifest.
+def cpu_seconds(
+    manifest: Mapping[str, Any], protocol: str, trial: Mapping[str, Any] | None = None
+) -> float | None:
+    """A trial's CPU seconds.
 
-    The real engine's actors are processes, each reporting its own CPU time:
-    their sum. The sim's actors share one process, each reporting that
-    process's: their largest.
+    The real engine's actors are processes, each reporting its own CPU time in
+    the manifest: their sum. The sim's actors share one process and report that
+    process's total since it started (which spans earlier trials when the
+    process ran several): a sim trial's CPU is the ``cpu_s`` its trial body
+    measured around the run (``trial.json``, :func:`actors.experiment.run_trial`),
+    None when it was not recorded.
     """
-    actors = (((manifest.get("protocols") or {}).get(protocol) or {}).get("resources") or {}).get(
-        "actors"
-    ) or {}
+    if (manifest.get("engine") or {}).get("name") == "sim":
+        v = (trial or {}).get("cpu_s")
+        return None if v is None else float(v)
+    resources = ((manifest.get("protocols") or {}).get(protocol) or {}).get("resources") or {}
+    actors = resources.get("actors") or {}
     cpus = [float(a["cpu_s"]) for a in actors.values() if a.get("cpu_s") is not None]
-    if not cpus:
-        return None
-    sim = (manifest.get("engine") or {}).get("name") == "sim"
-    return max(cpus) if sim else sum(cpus)
+    return sum(cpus) if cpus else None
 
 
 SCENARIO_DRAWN: Final = ("seed", "action_plan", "membership_plan")
@@ -219,7 +223,7 @@ def trial_view(
         seed=int(trial["seed"]),
         metrics=analysis.get("metrics") or {},
         wall_s=None if wall is None else float(wall),
-        cpu_s=cpu_seconds(manifest or {}, protocol),
+        cpu_s=cpu_seconds(manifest or {}, protocol, trial),
         events=None if events is None else int(events),
     )
 

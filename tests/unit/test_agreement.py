@@ -293,12 +293,14 @@ def test_trial_view_leaves_out_what_the_experiment_report_leaves_out() -> None:
     assert trial_view(tj, bad, manifest) == "incomplete evidence: log cut"
 
 
-def test_cpu_is_the_actors_sum_on_the_real_engine_and_the_process_on_the_sim() -> None:
+def test_cpu_is_the_actors_sum_on_the_real_engine_and_the_trials_own_on_the_sim() -> None:
     actors = {"broker-0": {"cpu_s": 3.0}, "host-0": {"cpu_s": 2.0}, "x": {"cpu_s": None}}
     m: dict[str, Any] = {"protocols": {"consumer": {"resources": {"actors": actors}}}}
     assert cpu_seconds(m, "consumer") == 5.0
-    assert cpu_seconds({**m, "engine": {"name": "sim"}}, "consumer") == 3.0
     assert cpu_seconds(m, "zookeeper") is None
+    sim = {**m, "engine": {"name": "sim"}}  # the actors' figure is the process's total
+    assert cpu_seconds(sim, "consumer", {"cpu_s": 1.25}) == 1.25
+    assert cpu_seconds(sim, "consumer", {}) is None
 
 
 def _write_trial(root: Path, tid: str, engine: str, seed: int, analysed: bool = True) -> None:
