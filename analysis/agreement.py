@@ -47,7 +47,7 @@ numpy's default). Pure except :func:`load_side`, which reads the directories.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
@@ -236,8 +236,13 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def load_side(exp_dir: Path | str, engine: str) -> Side:
+def load_side(exp_dir: Path | str, engine: str, seeds: Collection[int] | None = None) -> Side:
     """Read an experiment directory's analysed trials (every ``trials/*/trial.json``).
+
+    Args:
+        exp_dir: the experiment directory.
+        engine: the engine its trials must have run on.
+        seeds: only the trials of these seeds (others are not read); None: all.
 
     Raises:
         AgreementError: no trials, or a trial ran on another engine.
@@ -249,7 +254,7 @@ def load_side(exp_dir: Path | str, engine: str) -> Side:
     plans: dict[tuple[str, int], Any] = {}
     for tj_path in sorted((root / "trials").glob("*/trial.json")):
         tj = _read(tj_path)
-        if tj is None:
+        if tj is None or (seeds is not None and tj.get("seed") not in seeds):
             continue
         d = tj_path.parent
         manifest = _read(d / "manifest.json")

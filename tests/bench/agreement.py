@@ -156,12 +156,21 @@ def main() -> int:
         "--analyse", action="store_true", help="run the experiment compare on both first"
     )
     p.add_argument("--spark-master", help="for --analyse (default: local)")
+    p.add_argument(
+        "--seeds",
+        metavar="FIRST:LAST",
+        help="only the trials of these seeds, on both sides (default: every analysed trial)",
+    )
     args = p.parse_args()
+    seeds: range | None = None
+    if args.seeds:
+        first, _, last = args.seeds.partition(":")
+        seeds = range(int(first), int(last or first) + 1)
     started = time.time()
     if args.analyse:
         for d in (args.real, args.sim):
             analyse(d, args.spark_master)
-    ag = compare_sides(load_side(args.real, "real"), load_side(args.sim, "sim"))
+    ag = compare_sides(load_side(args.real, "real", seeds), load_side(args.sim, "sim", seeds))
     c = ag.counts()
     print(
         f"{len(ag.real.trials)} real trials, {len(ag.sim.trials)} sim trials; "

@@ -330,10 +330,15 @@ def _write_trial(root: Path, tid: str, engine: str, seed: int, analysed: bool = 
 def test_load_side_reads_analysed_trials_and_checks_the_engine(tmp_path: Path) -> None:
     _write_trial(tmp_path / "real", "a", "real", 1)
     _write_trial(tmp_path / "real", "b", "real", 2, analysed=False)
+    _write_trial(tmp_path / "real", "c", "real", 3)
     s = load_side(tmp_path / "real", "real")
-    assert [t.trial for t in s.trials] == ["a"]
+    assert [t.trial for t in s.trials] == ["a", "c"]
     assert s.excluded[0][0] == "b" and "not analysed" in s.excluded[0][1]
-    assert s.scenario == SCENARIO and s.plans == {("consumer", 1): [1]}
+    assert s.scenario == SCENARIO and s.plans == {("consumer", 1): [1], ("consumer", 3): [3]}
+    only = load_side(tmp_path / "real", "real", seeds=range(2, 5))  # seed 1 is not read
+    assert [t.trial for t in only.trials] == ["c"] and [x[0] for x in only.excluded] == ["b"]
+    with pytest.raises(AgreementError, match="no completed, analysed trials"):
+        load_side(tmp_path / "real", "real", seeds=[9])
     with pytest.raises(AgreementError, match="ran on the real engine, not sim"):
         load_side(tmp_path / "real", "sim")
     with pytest.raises(AgreementError, match="no completed, analysed trials"):
