@@ -801,12 +801,18 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 
 def summary_table(
-    ag: Agreement, episodes: Sequence[str], metrics: Sequence[str], protocols: Sequence[str]
+    ag: Agreement,
+    episodes: Sequence[str],
+    metrics: Sequence[str],
+    protocols: Sequence[str],
+    *,
+    skip_zero: bool = False,
 ) -> str:
     """A compact markdown table: per episode x metric, per protocol ``real · sim [p5, p95] ok``.
 
     Exact rows show ``real hits/n · sim hits/n``; ``no~``: disagrees, but the real
-    median is within 20% of the sim's. Rows n/a for every protocol are left out.
+    median is within 20% of the sim's. Rows n/a for every protocol are left out,
+    and with ``skip_zero`` those that are 0 on both sides (or n/a) for every protocol.
     """
     by = {(r.protocol, r.episode, r.metric): r for r in ag.rows}
     head = "| episode | metric | " + " | ".join(protocols) + " |"
@@ -814,8 +820,11 @@ def summary_table(
     for ep in episodes:
         for m in metrics:
             cells = []
-            for p in protocols:
-                r = by.get((p, ep, m))
+            found = [by.get((p, ep, m)) for p in protocols]
+            shown = [r for r in found if r is not None and r.verdict != NOT_APPLICABLE]
+            if not shown or (skip_zero and all(r.zero for r in shown)):
+                continue
+            for r in found:
                 if r is None or r.verdict == NOT_APPLICABLE:
                     cells.append("-")
                     continue
@@ -831,10 +840,11 @@ def summary_table(
                     continue
                 div = _scale(m)
                 s = r.sim
-                cells.append(
-                    f"{num(r.real['median'], div)} · {num(s['median'], div)} "
-                    f"[{num(s['p5'], div)}, {num(s['p95'], div)}] {mark}".rstrip()
+                sim = (
+                    f"{num(s['median'], div)} [{num(s['p5'], div)}, {num(s['p95'], div)}]"
+                    if s["n"]
+                    else "-"
                 )
-            if any(c != "-" for c in cells):  # rows n/a everywhere are left out
-                lines.append(f"| {ep} | {metric_label(m)} | " + " | ".join(cells) + " |")
+                cells.append(f"{num(r.real['median'], div)} · {sim} {mark}".rstrip())
+            lines.append(f"| {ep} | {metric_label(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -82,8 +82,8 @@ def glance(ag: Agreement) -> str:
     kinds = sorted(
         {r.metric for r in ag.rows if r.metric.startswith("anomaly:")},
     )
-    head = summary_table(ag, episodes, GLANCE_EPISODE_METRICS, protocols)
-    tail = summary_table(ag, [RUN_LABEL], [*kinds, *GLANCE_RUN_METRICS], protocols)
+    head = summary_table(ag, episodes, GLANCE_EPISODE_METRICS, protocols, skip_zero=True)
+    tail = summary_table(ag, [RUN_LABEL], [*kinds, *GLANCE_RUN_METRICS], protocols, skip_zero=True)
     return head + "\n" + "\n".join(tail.split("\n")[2:])
 
 
@@ -189,9 +189,8 @@ def main() -> int:
     md = to_markdown(ag).replace(
         "\n## ",
         "\n## At a glance\n\nPer cell: real median · sim median [p5, p95], ok or **NO** "
-        "(no~: within 20% of the sim median); exact rows: real hits/n · sim hits/n.\n\n"
-        + at_a_glance
-        + "\n\n## ",
+        "(no~: within 20% of the sim median); exact rows: real hits/n · sim hits/n. Rows "
+        "that are 0 on both sides for every protocol are left out.\n\n" + at_a_glance + "\n\n## ",
         1,
     )
     (args.out / f"{args.name}.md").write_text(md)

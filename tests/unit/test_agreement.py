@@ -233,6 +233,9 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     assert "| join | time_to_stable (s) | 2.1 · 1.45 [1.04, 1.85] **NO** |" in table
     assert "| join | settles | 3/3 · 10/10 ok |" in table
     assert "time_to_detect" not in summary_table(ag, ["join"], ["time_to_detect_ms"], [p])
+    zero = summary_table(ag, ["join"], ["duplicates"], [p])
+    assert "| join | duplicates | 0 · 0 [0, 0] ok |" in zero
+    assert "duplicates" not in summary_table(ag, ["join"], ["duplicates"], [p], skip_zero=True)
     assert "| crash | time_to_stable (s) | 47 · 46 [46, 46] ok |" in summary_table(
         ag, ["crash"], ["time_to_stable_ms"], [p]
     )
