@@ -130,6 +130,7 @@ def plot(ag: Agreement, path: Path) -> None:
                         ms=4,
                         color="tab:red" if bad else "tab:green",
                     )
+            ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
             ax.set_xticks(range(len(rows)))
             ax.set_xticklabels([r.episode for r in rows], rotation=40, ha="right", fontsize=6)
             ax.tick_params(axis="y", labelsize=6)
