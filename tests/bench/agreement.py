@@ -157,6 +157,7 @@ def main() -> int:
         "--analyse", action="store_true", help="run the experiment compare on both first"
     )
     p.add_argument("--spark-master", help="for --analyse (default: local)")
+    p.add_argument("--note", default="", help="where the two sides come from (kept in the JSON)")
     p.add_argument(
         "--seeds",
         metavar="FIRST:LAST",
@@ -182,7 +183,11 @@ def main() -> int:
             f"  {r.protocol:<20} {r.episode:<22} {metric_label(r.metric):<28} "
             f"real {side_text(r, 'real'):<32} sim {side_text(r, 'sim'):<36} {r.why}"
         )
-    doc: dict[str, Any] = {**header("agreement", started, args), **ag.to_dict()}
+    doc: dict[str, Any] = {
+        **header("agreement", started, args),
+        "note": args.note,
+        **ag.to_dict(),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     write(args.out / f"{args.name}.json", doc, ROOT)
     at_a_glance = glance(ag)
