@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import shutil
 import sys
 import threading
@@ -98,13 +99,19 @@ def run_trial(
     path (sim trials with ``parallel == 1``).
 
     Returns:
-        ``{"status", "notes", "wall_s"}``, or ``{"status": "failed", "error",
-        "wall_s"}`` when the run could not be set up.
+        ``{"status", "notes", "wall_s", "cpu_s"}``, or ``{"status": "failed",
+        "error", "wall_s"}`` when the run could not be set up. ``cpu_s``: this
+        process's CPU seconds during the run: a sim trial's whole cost, a real
+        trial's driver only (its actors are processes of their own, each in the
+        manifest). The manifest's per-actor ``cpu_s`` of a sim run is the
+        process's total since it started, which spans earlier trials when the
+        process ran them too.
     """
     from actors.orchestrator import run_scenario
     from emulator.scenario import scenario_from_document
 
     t0 = time.monotonic()
+    c0 = _process_cpu_s()
     scenario = scenario_from_document(document, source)
     sim: Any = None
     if engine == "sim":
@@ -116,7 +123,18 @@ def run_trial(
     except RunError as exc:
         return {"status": "failed", "error": str(exc), "wall_s": time.monotonic() - t0}
     r = results[0]
-    return {"status": r.status, "notes": list(r.notes), "wall_s": time.monotonic() - t0}
+    return {
+        "status": r.status,
+        "notes": list(r.notes),
+        "wall_s": time.monotonic() - t0,
+        "cpu_s": round(_process_cpu_s() - c0, 3),
+    }
+
+
+def _process_cpu_s() -> float:
+    """This process's user + system CPU seconds so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _task_failed(exc: BaseException) -> dict[str, Any]:

@@ -47,7 +47,7 @@ numpy's default). Pure except :func:`load_side`, which reads the directories.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
@@ -56,6 +56,7 @@ from typing import Any, Final
 from analysis.episodes import EPISODE_METRICS
 from analysis.experiment import ANALYSIS_FILE, episode_labels
 from analysis.experiment_report import RUN_LABEL
+from analysis.report import PROTOCOL_ORDER
 from analysis.stats import percentile
 from emulator.anomalies import ANOMALY_KINDS, allowed_kinds
 
@@ -88,7 +89,7 @@ RANGE_RUN_METRICS: Final = (
 
 REPORTED_METRICS: Final = (
     ("wall_s", "wall seconds of the trial"),
-    ("cpu_s", "CPU seconds: real, the actors' sum; sim, the one process"),
+    ("cpu_s", "CPU seconds: real, the actors' sum; sim, the trial's own (trial.json)"),
     ("events", "events logged"),
 )
 """Whole-run figures shown side by side and never judged."""
@@ -165,21 +166,25 @@ class Side:
         return sorted(t.seed for t in self.trials if t.protocol == protocol)
 
 
-def cpu_seconds(manifest: Mapping[str, Any], protocol: str) -> float | None:
-    """A trial's CPU seconds from its manifest.
+def cpu_seconds(
+    manifest: Mapping[str, Any], protocol: str, trial: Mapping[str, Any] | None = None
+) -> float | None:
+    """A trial's CPU seconds.
 
-    The real engine's actors are processes, each reporting its own CPU time:
-    their sum. The sim's actors share one process, each reporting that
-    process's: their largest.
+    The real engine's actors are processes, each reporting its own CPU time in
+    the manifest: their sum. The sim's actors share one process and report that
+    process's total since it started (which spans earlier trials when the
+    process ran several): a sim trial's CPU is the ``cpu_s`` its trial body
+    measured around the run (``trial.json``, :func:`actors.experiment.run_trial`),
+    None when it was not recorded.
     """
-    actors = (((manifest.get("protocols") or {}).get(protocol) or {}).get("resources") or {}).get(
-        "actors"
-    ) or {}
+    if (manifest.get("engine") or {}).get("name") == "sim":
+        v = (trial or {}).get("cpu_s")
+        return None if v is None else float(v)
+    resources = ((manifest.get("protocols") or {}).get(protocol) or {}).get("resources") or {}
+    actors = resources.get("actors") or {}
     cpus = [float(a["cpu_s"]) for a in actors.values() if a.get("cpu_s") is not None]
-    if not cpus:
-        return None
-    sim = (manifest.get("engine") or {}).get("name") == "sim"
-    return max(cpus) if sim else sum(cpus)
+    return sum(cpus) if cpus else None
 
 
 SCENARIO_DRAWN: Final = ("seed", "action_plan", "membership_plan")
@@ -218,7 +223,7 @@ def trial_view(
         seed=int(trial["seed"]),
         metrics=analysis.get("metrics") or {},
         wall_s=None if wall is None else float(wall),
-        cpu_s=cpu_seconds(manifest or {}, protocol),
+        cpu_s=cpu_seconds(manifest or {}, protocol, trial),
         events=None if events is None else int(events),
     )
 
@@ -231,8 +236,13 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def load_side(exp_dir: Path | str, engine: str) -> Side:
+def load_side(exp_dir: Path | str, engine: str, seeds: Collection[int] | None = None) -> Side:
     """Read an experiment directory's analysed trials (every ``trials/*/trial.json``).
+
+    Args:
+        exp_dir: the experiment directory.
+        engine: the engine its trials must have run on.
+        seeds: only the trials of these seeds (others are not read); None: all.
 
     Raises:
         AgreementError: no trials, or a trial ran on another engine.
@@ -244,7 +254,7 @@ def load_side(exp_dir: Path | str, engine: str) -> Side:
     plans: dict[tuple[str, int], Any] = {}
     for tj_path in sorted((root / "trials").glob("*/trial.json")):
         tj = _read(tj_path)
-        if tj is None:
+        if tj is None or (seeds is not None and tj.get("seed") not in seeds):
             continue
         d = tj_path.parent
         manifest = _read(d / "manifest.json")
@@ -658,7 +668,10 @@ def compare_sides(real: Side, sim: Side) -> Agreement:
             if real.scenario.get(k) != sim.scenario.get(k)
         )
         raise AgreementError(f"the two sides ran different scenarios (they differ in {diff})")
-    protocols = [p for p in real.protocols() if p in sim.protocols()]
+    protocols = sorted(
+        (p for p in real.protocols() if p in sim.protocols()),
+        key=lambda p: (PROTOCOL_ORDER.index(p) if p in PROTOCOL_ORDER else len(PROTOCOL_ORDER), p),
+    )
     if not protocols:
         raise AgreementError("the two sides share no protocol")
     mismatches = [
@@ -732,7 +745,7 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
         "| protocol | real seeds | sim seeds |",
         "|---|---|---|",
     ]
-    for p in ag.real.protocols():
+    for p in dict.fromkeys(r.protocol for r in ag.rows):
         lines.append(f"| {p} | {_seed_text(ag.real.seeds(p))} | {_seed_text(ag.sim.seeds(p))} |")
     lines += [
         "",
@@ -788,23 +801,38 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 
 def summary_table(
-    ag: Agreement, episodes: Sequence[str], metrics: Sequence[str], protocols: Sequence[str]
+    ag: Agreement,
+    episodes: Sequence[str],
+    metrics: Sequence[str],
+    protocols: Sequence[str],
+    *,
+    skip_zero: bool = False,
 ) -> str:
-    """A compact markdown table: per episode x metric, per protocol ``real / sim [p5, p95] ok``."""
+    """A compact markdown table: per episode x metric, per protocol ``real · sim [p5, p95] ok``.
+
+    Exact rows show ``real hits/n · sim hits/n``; ``no~``: disagrees, but the real
+    median is within 20% of the sim's. Rows n/a for every protocol are left out,
+    and with ``skip_zero`` those that are 0 on both sides (or n/a) for every protocol.
+    """
     by = {(r.protocol, r.episode, r.metric): r for r in ag.rows}
     head = "| episode | metric | " + " | ".join(protocols) + " |"
     lines = [head, "|---|---|" + "---|" * len(protocols)]
     for ep in episodes:
         for m in metrics:
             cells = []
-            for p in protocols:
-                r = by.get((p, ep, m))
+            found = [by.get((p, ep, m)) for p in protocols]
+            shown = [r for r in found if r is not None and r.verdict != NOT_APPLICABLE]
+            if not shown or (skip_zero and all(r.zero for r in shown)):
+                continue
+            for r in found:
                 if r is None or r.verdict == NOT_APPLICABLE:
                     cells.append("-")
                     continue
                 mark = "ok" if r.verdict == AGREE else "**NO**"
                 if r.verdict == DISAGREE and r.close:
                     mark = "no~"
+                if r.rule == REPORT_ONLY:
+                    mark = ""
                 if r.rule == EXACT:
                     cells.append(
                         f"{r.real['hits']}/{r.real['n']} · {r.sim['hits']}/{r.sim['n']} {mark}"
@@ -812,9 +840,11 @@ def summary_table(
                     continue
                 div = _scale(m)
                 s = r.sim
-                cells.append(
-                    f"{num(r.real['median'], div)} · {num(s['median'], div)} "
-                    f"[{num(s['p5'], div)}, {num(s['p95'], div)}] {mark}"
+                sim = (
+                    f"{num(s['median'], div)} [{num(s['p5'], div)}, {num(s['p95'], div)}]"
+                    if s["n"]
+                    else "-"
                 )
+                cells.append(f"{num(r.real['median'], div)} · {sim} {mark}".rstrip())
             lines.append(f"| {ep} | {metric_label(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

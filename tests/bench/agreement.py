@@ -41,6 +41,7 @@ from analysis.agreement import (  # noqa: E402
     load_side,
     metric_label,
     side_text,
+    summary_table,
     to_markdown,
 )
 from analysis.experiment_report import RUN_LABEL  # noqa: E402
@@ -55,6 +56,35 @@ PLOTTED = (
     "generation_bumps",
 )
 """The metrics of the plot's rows (every metric is in the JSON and the table)."""
+
+GLANCE_EPISODE_METRICS = (
+    "occurs",
+    "settles",
+    "time_to_detect_ms",
+    "time_to_stable_ms",
+    "partition_unavailable_s",
+    "partitions_revoked",
+    "partitions_moved",
+    "duplicates",
+    "commit_failures",
+    "zk_ops",
+)
+GLANCE_RUN_METRICS = ("not_allowed", "duplicates", "zk_ops_per_change", "wall_s", "cpu_s")
+"""The rows of the table at a glance (the README's)."""
+
+
+def glance(ag: Agreement) -> str:
+    """The compact table: per episode x metric, a cell per protocol, then whole-run rows."""
+    protocols = list(dict.fromkeys(r.protocol for r in ag.rows))
+    episodes = [
+        e for e in dict.fromkeys(r.episode for r in ag.rows) if e != RUN_LABEL and "+" not in e
+    ]
+    kinds = sorted(
+        {r.metric for r in ag.rows if r.metric.startswith("anomaly:")},
+    )
+    head = summary_table(ag, episodes, GLANCE_EPISODE_METRICS, protocols, skip_zero=True)
+    tail = summary_table(ag, [RUN_LABEL], [*kinds, *GLANCE_RUN_METRICS], protocols, skip_zero=True)
+    return head + "\n" + "\n".join(tail.split("\n")[2:])
 
 
 def analyse(exp_dir: Path, spark_master: str | None) -> None:
@@ -100,6 +130,7 @@ def plot(ag: Agreement, path: Path) -> None:
                         ms=4,
                         color="tab:red" if bad else "tab:green",
                     )
+            ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
             ax.set_xticks(range(len(rows)))
             ax.set_xticklabels([r.episode for r in rows], rotation=40, ha="right", fontsize=6)
             ax.tick_params(axis="y", labelsize=6)
@@ -126,12 +157,22 @@ def main() -> int:
         "--analyse", action="store_true", help="run the experiment compare on both first"
     )
     p.add_argument("--spark-master", help="for --analyse (default: local)")
+    p.add_argument("--note", default="", help="where the two sides come from (kept in the JSON)")
+    p.add_argument(
+        "--seeds",
+        metavar="FIRST:LAST",
+        help="only the trials of these seeds, on both sides (default: every analysed trial)",
+    )
     args = p.parse_args()
+    seeds: range | None = None
+    if args.seeds:
+        first, _, last = args.seeds.partition(":")
+        seeds = range(int(first), int(last or first) + 1)
     started = time.time()
     if args.analyse:
         for d in (args.real, args.sim):
             analyse(d, args.spark_master)
-    ag = compare_sides(load_side(args.real, "real"), load_side(args.sim, "sim"))
+    ag = compare_sides(load_side(args.real, "real", seeds), load_side(args.sim, "sim", seeds))
     c = ag.counts()
     print(
         f"{len(ag.real.trials)} real trials, {len(ag.sim.trials)} sim trials; "
@@ -142,10 +183,23 @@ def main() -> int:
             f"  {r.protocol:<20} {r.episode:<22} {metric_label(r.metric):<28} "
             f"real {side_text(r, 'real'):<32} sim {side_text(r, 'sim'):<36} {r.why}"
         )
-    doc: dict[str, Any] = {**header("agreement", started, args), **ag.to_dict()}
+    doc: dict[str, Any] = {
+        **header("agreement", started, args),
+        "note": args.note,
+        **ag.to_dict(),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     write(args.out / f"{args.name}.json", doc, ROOT)
-    (args.out / f"{args.name}.md").write_text(to_markdown(ag))
+    at_a_glance = glance(ag)
+    print("\n" + at_a_glance)
+    md = to_markdown(ag).replace(
+        "\n## ",
+        "\n## At a glance\n\nPer cell: real median · sim median [p5, p95], ok or **NO** "
+        "(no~: within 20% of the sim median); exact rows: real hits/n · sim hits/n. Rows "
+        "that are 0 on both sides for every protocol are left out.\n\n" + at_a_glance + "\n\n## ",
+        1,
+    )
+    (args.out / f"{args.name}.md").write_text(md)
     plot(ag, args.out / f"{args.name}.png")
     print(f"wrote {args.out / f'{args.name}.md'} and {args.out / f'{args.name}.png'}")
     return 0

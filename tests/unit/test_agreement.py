@@ -232,6 +232,10 @@ def test_a_table_over_hand_built_trials_applies_each_rule() -> None:
     table = summary_table(ag, ["join"], ["time_to_stable_ms", "settles"], [p])
     assert "| join | time_to_stable (s) | 2.1 · 1.45 [1.04, 1.85] **NO** |" in table
     assert "| join | settles | 3/3 · 10/10 ok |" in table
+    assert "time_to_detect" not in summary_table(ag, ["join"], ["time_to_detect_ms"], [p])
+    zero = summary_table(ag, ["join"], ["duplicates"], [p])
+    assert "| join | duplicates | 0 · 0 [0, 0] ok |" in zero
+    assert "duplicates" not in summary_table(ag, ["join"], ["duplicates"], [p], skip_zero=True)
     assert "| crash | time_to_stable (s) | 47 · 46 [46, 46] ok |" in summary_table(
         ag, ["crash"], ["time_to_stable_ms"], [p]
     )
@@ -292,12 +296,14 @@ def test_trial_view_leaves_out_what_the_experiment_report_leaves_out() -> None:
     assert trial_view(tj, bad, manifest) == "incomplete evidence: log cut"
 
 
-def test_cpu_is_the_actors_sum_on_the_real_engine_and_the_process_on_the_sim() -> None:
+def test_cpu_is_the_actors_sum_on_the_real_engine_and_the_trials_own_on_the_sim() -> None:
     actors = {"broker-0": {"cpu_s": 3.0}, "host-0": {"cpu_s": 2.0}, "x": {"cpu_s": None}}
     m: dict[str, Any] = {"protocols": {"consumer": {"resources": {"actors": actors}}}}
     assert cpu_seconds(m, "consumer") == 5.0
-    assert cpu_seconds({**m, "engine": {"name": "sim"}}, "consumer") == 3.0
     assert cpu_seconds(m, "zookeeper") is None
+    sim = {**m, "engine": {"name": "sim"}}  # the actors' figure is the process's total
+    assert cpu_seconds(sim, "consumer", {"cpu_s": 1.25}) == 1.25
+    assert cpu_seconds(sim, "consumer", {}) is None
 
 
 def _write_trial(root: Path, tid: str, engine: str, seed: int, analysed: bool = True) -> None:
@@ -327,10 +333,15 @@ def _write_trial(root: Path, tid: str, engine: str, seed: int, analysed: bool = 
 def test_load_side_reads_analysed_trials_and_checks_the_engine(tmp_path: Path) -> None:
     _write_trial(tmp_path / "real", "a", "real", 1)
     _write_trial(tmp_path / "real", "b", "real", 2, analysed=False)
+    _write_trial(tmp_path / "real", "c", "real", 3)
     s = load_side(tmp_path / "real", "real")
-    assert [t.trial for t in s.trials] == ["a"]
+    assert [t.trial for t in s.trials] == ["a", "c"]
     assert s.excluded[0][0] == "b" and "not analysed" in s.excluded[0][1]
-    assert s.scenario == SCENARIO and s.plans == {("consumer", 1): [1]}
+    assert s.scenario == SCENARIO and s.plans == {("consumer", 1): [1], ("consumer", 3): [3]}
+    only = load_side(tmp_path / "real", "real", seeds=range(2, 5))  # seed 1 is not read
+    assert [t.trial for t in only.trials] == ["c"] and [x[0] for x in only.excluded] == ["b"]
+    with pytest.raises(AgreementError, match="no completed, analysed trials"):
+        load_side(tmp_path / "real", "real", seeds=[9])
     with pytest.raises(AgreementError, match="ran on the real engine, not sim"):
         load_side(tmp_path / "real", "sim")
     with pytest.raises(AgreementError, match="no completed, analysed trials"):

@@ -129,6 +129,7 @@ def test_sim_trials_run_in_process_interrupted_then_resumed(
     for tid in ids[:2]:
         tj = _trial_json(out, tid)
         assert tj["engine"] == "sim" and tj["wall_s"] > 0 and tj["notes"] == []
+        assert 0 < tj["cpu_s"] < 60  # this trial's CPU, not the process's since it started
         manifest = json.loads((out / "trials" / tid / "manifest.json").read_text())
         assert manifest["engine"]["name"] == "sim" and manifest["status"] == "completed"
         assert manifest["command"][-1] == f"(trial {tid})"
