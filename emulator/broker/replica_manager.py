@@ -53,7 +53,6 @@ from emulator.broker.messages import (
     ExpandIsr,
     FetchAnswer,
     FetchRequest,
-    GroupOffsets,
     LeaderAndIsrState,
     PendingProduce,
     ProduceAnswer,
@@ -190,8 +189,8 @@ class ReplicaManager:
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
         self.partition_counts = partition_counts if partition_counts is not None else {}
         #: ``__consumer_offsets`` partition -> its groups' offsets, as this
-        #: broker's replica holds them (copied with each replica fetch).
-        self.offsets_replica: dict[int, GroupOffsets] = {}
+        #: broker's replica holds them (the leader's snapshot of each replica fetch).
+        self.offsets_replica: dict[int, Mapping[str, Mapping[TopicPartition, int]]] = {}
         self.fetch = FetchSessions(self.serve)
         self._next_waiter = 0
         # The replicas this broker follows, by leader: rebuilt only when a
