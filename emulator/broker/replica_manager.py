@@ -37,7 +37,7 @@ up from the leaders; a partition with no other replica loses its data.
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -333,6 +333,21 @@ class ReplicaManager:
                 self.offsets_replica[tp[1]] = payload
 
     # ---------------------------------------------------------------- ISR
+
+    def shrink_candidates(self) -> Iterator[tuple[TopicPartition, Replica]]:
+        """The replicas an ``isr-expiration`` pass checks, in :attr:`replicas` order.
+
+        Those this broker leads with followers in the ISR: for any other,
+        :meth:`begin_shrink` has nothing to shrink. Each replica is judged when
+        the pass reaches it (the pass may wait on an ISR write between two),
+        over the replicas there were when it began: the pass goes through the
+        same replicas as one over all of them, without a call for each of the
+        others (a broker leads ~330,000 partitions of a 1,000,000-partition run).
+        """
+        me = self.broker_id
+        for tp, rep in list(self.replicas.items()):
+            if rep.leader == me and len(rep.isr) > 1:
+                yield tp, rep
 
     def begin_shrink(self, tp: TopicPartition, rep: Replica, now_ms: float) -> IsrWrite | None:
         """The ``isr-expiration`` check of one replica: an ISR shrink to write, if due."""
