@@ -154,7 +154,8 @@ class Link:
             The delivery time in ns, or ``None`` when the message was dropped or refused.
         """
         loop = self.loop
-        sender = contextvars.copy_context()
+        # where a refusal is reported (only ever read with an on_error to call)
+        sender = None if on_error is None else contextvars.copy_context()
         self.sent += 1
         if self._mode is LinkMode.BLACKHOLE:
             self.dropped += 1
@@ -178,7 +179,7 @@ class Link:
         callback: Callable[..., object],
         args: tuple[Any, ...],
         on_error: Callable[[LinkRefused], object] | None,
-        sender: contextvars.Context,
+        sender: contextvars.Context | None,
     ) -> None:
         if resets != self._resets:
             self._refuse(on_error, sender)
@@ -190,7 +191,7 @@ class Link:
         callback(*args)
 
     def _refuse(
-        self, on_error: Callable[[LinkRefused], object] | None, sender: contextvars.Context
+        self, on_error: Callable[[LinkRefused], object] | None, sender: contextvars.Context | None
     ) -> None:
         self.refused += 1
         if on_error is not None:
