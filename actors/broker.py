@@ -508,7 +508,7 @@ class BrokerCore(Locatable):
         period = self.ctx.scaled_s(self.manager.config.lag_time_max_ms)
         while True:
             await asyncio.sleep(period)
-            for tp, rep in list(self.manager.replicas.items()):
+            for tp, rep in self.manager.shrink_candidates():
                 zk = self._zk
                 if zk is None:
                     continue

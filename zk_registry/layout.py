@@ -60,6 +60,7 @@ id ``<consumerId>-<i>``. Offsets are decimal strings.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -141,6 +142,7 @@ __all__ = [
     "parse_thread_id",
     "partition_state_path",
     "preferred_replica_election_path",
+    "read_consumer_registration",
     "reassign_partitions_path",
     "scala_immutable_map_order",
     "scala_mutable_hashmap_order",
@@ -148,6 +150,7 @@ __all__ = [
     "topic_allowed",
     "topic_config_path",
     "topic_partition_path",
+    "topic_partitions",
     "topic_partitions_path",
     "topic_path",
 ]
@@ -696,6 +699,27 @@ def decode_consumer_registration(data: bytes | str | None) -> ConsumerRegistrati
     )
 
 
+def read_consumer_registration(data: bytes | str | None) -> ConsumerRegistration:
+    """:func:`decode_consumer_registration`, remembered per payload (the result is shared).
+
+    In a 0.8 group every member re-reads every member's registration at each
+    rebalance (A7's herd: N² reads of N payloads), so the same bytes are parsed
+    again and again. The result is frozen except its ``subscription`` dict,
+    which a caller must treat as read-only (copy it to change it).
+
+    Raises:
+        PayloadError: as :func:`decode_consumer_registration` (not remembered).
+    """
+    if isinstance(data, bytes):
+        return _registration_of(data)
+    return decode_consumer_registration(data)
+
+
+@functools.lru_cache(maxsize=8192)
+def _registration_of(data: bytes) -> ConsumerRegistration:
+    return decode_consumer_registration(data)
+
+
 def _topic_filter_regex(raw: str) -> str:
     """``TopicFilter.regex`` (K@0.8.2.2 ``consumer/TopicFilter.scala``)."""
     regex = raw.strip().replace(",", "|").replace(" ", "")
@@ -875,6 +899,26 @@ def decode_topic_assignment(data: bytes | str | None) -> dict[int, list[int]]:
             raise PayloadError(f"{what}: partition key {key!r} is not a number") from exc
         out[p] = _int_list(replicas, what)
     return dict(sorted(out.items()))
+
+
+def topic_partitions(data: bytes | str | None) -> tuple[int, ...]:
+    """The partition numbers of a topic assignment payload, ascending.
+
+    ``tuple(decode_topic_assignment(data))``, remembered per payload: a 0.8
+    consumer reads each topic's assignment at every rebalance attempt, and one
+    of 10,000 partitions takes milliseconds to parse.
+
+    Raises:
+        PayloadError: as :func:`decode_topic_assignment` (not remembered).
+    """
+    if isinstance(data, bytes):
+        return _partitions_of(data)
+    return tuple(decode_topic_assignment(data))
+
+
+@functools.lru_cache(maxsize=256)
+def _partitions_of(data: bytes) -> tuple[int, ...]:
+    return tuple(decode_topic_assignment(data))
 
 
 def encode_topic_config(config: Mapping[str, str] | None = None) -> bytes:

@@ -106,16 +106,16 @@ from zk_registry.layout import (
     consumer_id_path,
     consumer_ids_path,
     decode_broker,
-    decode_consumer_registration,
     decode_offset,
     decode_owner,
-    decode_topic_assignment,
     encode_consumer_registration,
     encode_offset,
     encode_owner,
     offset_path,
     owner_path,
+    read_consumer_registration,
     topic_allowed,
+    topic_partitions,
     topic_path,
 )
 
@@ -313,7 +313,7 @@ class LegacyZkDriver:
 
         async def partitions(topic: str) -> tuple[int, ...]:
             data = await self.zk.read_maybe(topic_path(topic), tally)
-            return () if data is None else tuple(sorted(decode_topic_assignment(data)))
+            return () if data is None else topic_partitions(data)
 
         parts = await self._each(req.topics, partitions)
         ids_path = consumer_ids_path(self.group)
@@ -321,7 +321,7 @@ class LegacyZkDriver:
 
         async def member(cid: str) -> dict[str, int]:
             data, _ = await self.zk.read(f"{ids_path}/{cid}", tally)
-            reg = decode_consumer_registration(data)
+            reg = read_consumer_registration(data)
             return await self._resolve(reg, tally)
 
         subs = await self._each(members, member)
@@ -444,7 +444,7 @@ class LegacyZkDriver:
     async def _my_subscription(self, tally: ZkOpCounter) -> dict[str, int]:
         """``TopicCount.constructTopicCount(group, me)``: read my node; missing is an error."""
         data, _ = await self.zk.read(consumer_id_path(self.group, self.consumer_id), tally)
-        return await self._resolve(decode_consumer_registration(data), tally)
+        return await self._resolve(read_consumer_registration(data), tally)
 
     async def _resolve(self, reg: ConsumerRegistration, tally: ZkOpCounter) -> dict[str, int]:
         """``getConsumerThreadIdsPerTopic``'s topics: static as is, wildcards against topics."""

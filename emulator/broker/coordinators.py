@@ -40,10 +40,10 @@ from __future__ import annotations
 import bisect
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from emulator.broker.messages import GroupOffsets
+from emulator.broker.messages import GroupOffsets, OffsetsSnapshot
 from emulator.events import EventKind
 from emulator.modern.config import modern_properties
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
@@ -154,7 +154,9 @@ class CoordinatorHost:
         """The current leaders of the ``__consumer_offsets`` partitions (changed entries)."""
         self.offsets_leaders.update(offsets_leaders)
 
-    def load_partition(self, partition: int, groups: GroupOffsets) -> None:
+    def load_partition(
+        self, partition: int, groups: Mapping[str, Mapping[TopicPartition, int]]
+    ) -> None:
         """This broker now leads ``partition``: its groups start from these committed offsets.
 
         Args:
@@ -175,13 +177,13 @@ class CoordinatorHost:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
 
-    def offsets_snapshot(self, partition: int) -> GroupOffsets:
+    def offsets_snapshot(self, partition: int) -> OffsetsSnapshot:
         """The committed offsets of the groups of ``partition`` (what its log holds)."""
         out = {g: dict(o) for g, o in self._loaded.get(partition, {}).items()}
         for g, coord in self.coordinators.items():
             if self.partition_for(g) == partition:
                 out[g] = dict(coord.committed_offsets())
-        return out
+        return OffsetsSnapshot(out)
 
     def _create(self, group_id: str) -> GroupCoordinator:
         loaded = self._loaded.get(self.partition_for(group_id), {})

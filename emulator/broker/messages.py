@@ -13,9 +13,9 @@ a fetch session's long poll, start an ISR expansion (a ZooKeeper write).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from emulator.controller import LeaderIsr
 
@@ -26,6 +26,49 @@ TopicPartition = tuple[str, int]
 #: Group id -> the group's committed offsets: what one ``__consumer_offsets``
 #: partition holds.
 GroupOffsets = dict[str, dict[TopicPartition, int]]
+
+
+class OffsetsSnapshot(Mapping[str, Mapping[TopicPartition, int]]):
+    """What one ``__consumer_offsets`` partition holds at one moment: group -> offsets.
+
+    Immutable: built once, from offsets no one else holds, and never changed
+    (its groups' offsets are handed out read-only). A leader's replica fetch
+    answer carries one to the follower, forty times a second; because nothing
+    can change it, the sim engine passes it by reference instead of copying it
+    (``actors.sim.system``), as Ray's copy would give an equal value. Pickled
+    (Ray), it is rebuilt from its groups. Equal to any mapping with the same
+    content, e.g. the plain dict of dicts it was built from.
+
+    Args:
+        groups: group id -> committed offsets; the snapshot takes them as they
+            are (the caller gives up these dicts), see :meth:`of` to copy.
+    """
+
+    __slots__ = ("_groups",)
+
+    def __init__(self, groups: dict[str, dict[TopicPartition, int]]) -> None:
+        self._groups = groups
+
+    @classmethod
+    def of(cls, groups: Mapping[str, Mapping[TopicPartition, int]]) -> OffsetsSnapshot:
+        """A snapshot of copies of ``groups``' offsets."""
+        return cls({g: dict(o) for g, o in groups.items()})
+
+    def __getitem__(self, group: str) -> Mapping[TopicPartition, int]:
+        return self._groups[group]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, dict[TopicPartition, int]]]]:
+        return (OffsetsSnapshot, (self._groups,))
+
+    def __repr__(self) -> str:
+        return f"OffsetsSnapshot({self._groups!r})"
+
 
 #: Answer codes in place of a start offset.
 NOT_LEADER = -1  # NotLeaderForPartition (or UnknownTopicOrPartition)
@@ -117,13 +160,14 @@ class ReplicaFetchAnswer(NamedTuple):
         hw: the leader's HW (capped at ``new_leo``).
         log_start: the leader's log start.
         offsets: for ``__consumer_offsets``, the committed offsets of the
-            partition's groups; otherwise None.
+            partition's groups (an :class:`OffsetsSnapshot` from the leader);
+            otherwise None.
     """
 
     new_leo: int
     hw: int
     log_start: int
-    offsets: GroupOffsets | None
+    offsets: Mapping[str, Mapping[TopicPartition, int]] | None
 
 
 class LeaderAndIsrState(NamedTuple):

@@ -37,7 +37,7 @@ up from the leaders; a partition with no other replica loses its data.
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,7 +53,6 @@ from emulator.broker.messages import (
     ExpandIsr,
     FetchAnswer,
     FetchRequest,
-    GroupOffsets,
     LeaderAndIsrState,
     PendingProduce,
     ProduceAnswer,
@@ -190,8 +189,8 @@ class ReplicaManager:
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
         self.partition_counts = partition_counts if partition_counts is not None else {}
         #: ``__consumer_offsets`` partition -> its groups' offsets, as this
-        #: broker's replica holds them (copied with each replica fetch).
-        self.offsets_replica: dict[int, GroupOffsets] = {}
+        #: broker's replica holds them (the leader's snapshot of each replica fetch).
+        self.offsets_replica: dict[int, Mapping[str, Mapping[TopicPartition, int]]] = {}
         self.fetch = FetchSessions(self.serve)
         self._next_waiter = 0
         # The replicas this broker follows, by leader: rebuilt only when a
@@ -334,6 +333,21 @@ class ReplicaManager:
                 self.offsets_replica[tp[1]] = payload
 
     # ---------------------------------------------------------------- ISR
+
+    def shrink_candidates(self) -> Iterator[tuple[TopicPartition, Replica]]:
+        """The replicas an ``isr-expiration`` pass checks, in :attr:`replicas` order.
+
+        Those this broker leads with followers in the ISR: for any other,
+        :meth:`begin_shrink` has nothing to shrink. Each replica is judged when
+        the pass reaches it (the pass may wait on an ISR write between two),
+        over the replicas there were when it began: the pass goes through the
+        same replicas as one over all of them, without a call for each of the
+        others (a broker leads ~330,000 partitions of a 1,000,000-partition run).
+        """
+        me = self.broker_id
+        for tp, rep in list(self.replicas.items()):
+            if rep.leader == me and len(rep.isr) > 1:
+                yield tp, rep
 
     def begin_shrink(self, tp: TopicPartition, rep: Replica, now_ms: float) -> IsrWrite | None:
         """The ``isr-expiration`` check of one replica: an ISR shrink to write, if due."""

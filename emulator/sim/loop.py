@@ -234,7 +234,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
         # The one funnel of call_soon, call_soon_threadsafe, task steps and
         # future callbacks (CPython 3.11).
         handle = asyncio.Handle(callback, args, self, context)
-        owner = _owner(handle)
+        owner = handle._context.get(current_actor)  # type: ignore[attr-defined]  # _owner, inlined
         if owner is not None and owner.dead:
             handle.cancel()
         else:
@@ -296,7 +296,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
             raise RuntimeError("Event loop is closed")
         when_ns = max(int(when_ns), self._now_ns)
         timer = asyncio.TimerHandle(when_ns / NS_PER_S, callback, args, self, context)
-        owner = _owner(timer)
+        owner = timer._context.get(current_actor)  # type: ignore[attr-defined]  # _owner, inlined
         if owner is not None and owner.dead:
             timer.cancel()  # never scheduled: nothing to count
             return timer
@@ -349,9 +349,11 @@ class SimEventLoop(asyncio.BaseEventLoop):
         to poll). Raises :class:`SimQuiescent` when nothing is ready, nothing is
         scheduled and the loop was not asked to stop.
         """
-        self._purge_cancelled()
         ready = self._ready
         timers = self._timers
+        if self._timers_cancelled:  # else nothing to purge (the common case)
+            self._purge_cancelled()
+            timers = self._timers
         if not ready and not self._stopping:
             limit = self._limit_ns
             if limit is not None and limit < self._now_ns:
@@ -378,7 +380,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
             handle = ready.popleft()
             if handle._cancelled:
                 continue
-            owner = _owner(handle)
+            owner = handle._context.get(current_actor)  # type: ignore[attr-defined]  # _owner
             if owner is not None:
                 if owner.dead:
                     continue  # dropped: the process is gone

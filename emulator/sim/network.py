@@ -159,7 +159,8 @@ class Link:
             The delivery time in ns, or ``None`` when the message was dropped or refused.
         """
         loop = self.loop
-        sender = contextvars.copy_context()
+        # where a refusal is reported (only ever read with an on_error to call)
+        sender = None if on_error is None else contextvars.copy_context()
         self.sent += 1
         if self._mode is LinkMode.BLACKHOLE:
             self.dropped += 1
@@ -183,7 +184,7 @@ class Link:
         callback: Callable[..., object],
         args: tuple[Any, ...],
         on_error: Callable[[LinkRefused], object] | None,
-        sender: contextvars.Context,
+        sender: contextvars.Context | None,
     ) -> None:
         if resets != self._resets:
             self._refuse(on_error, sender)
@@ -195,7 +196,7 @@ class Link:
         callback(*args)
 
     def _refuse(
-        self, on_error: Callable[[LinkRefused], object] | None, sender: contextvars.Context
+        self, on_error: Callable[[LinkRefused], object] | None, sender: contextvars.Context | None
     ) -> None:
         self.refused += 1
         if on_error is not None:

@@ -67,10 +67,23 @@ class Streams:
 
 
 def uniform_ns(rng: random.Random, lo_ns: int, hi_ns: int) -> int:
-    """An integer uniformly drawn from ``[lo_ns, hi_ns]`` (both ends included)."""
-    if hi_ns < lo_ns:
+    """An integer uniformly drawn from ``[lo_ns, hi_ns]`` (both ends included).
+
+    The draw of ``rng.randrange(lo_ns, hi_ns + 1)``, the same number from the
+    same state (CPython's ``_randbelow_with_getrandbits``: the fewest bits that
+    hold the width, redrawn while too large), without ``randrange``'s argument
+    checks: every message of a simulation draws one. ``test_rng`` holds it to
+    ``randrange``.
+    """
+    width = hi_ns - lo_ns + 1
+    if width <= 0:
         raise ValueError(f"empty range [{lo_ns}, {hi_ns}]")
-    return rng.randrange(lo_ns, hi_ns + 1)
+    getrandbits = rng.getrandbits
+    k = width.bit_length()
+    r = getrandbits(k)
+    while r >= width:
+        r = getrandbits(k)
+    return lo_ns + r
 
 
 def chance(rng: random.Random, ppm: int) -> bool:

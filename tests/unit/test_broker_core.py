@@ -184,6 +184,26 @@ def test_isr_shrinks_after_replica_lag_time_max_ms_and_the_waiting_produce_commi
     assert not rep.isr_write_pending
 
 
+def test_an_isr_pass_checks_the_led_partitions_with_followers_as_it_reaches_them() -> None:
+    """``shrink_candidates`` leaves out only what ``begin_shrink`` would refuse at once."""
+    solo, followed, grows, other = (T, 1), (T, 2), (T, 3), (T, 4)
+    b = Broker()
+    b.lead(solo, isr=(0,))
+    b.lead(followed)
+    b.lead(grows, isr=(0,))
+    b.rm.leader_and_isr(0.0, {other: (1, 0, (1, 0), 1, 3)}, [0, 1, 2], {other: [1, 0]})
+    assert set(b.rm.replicas) == {solo, followed, grows, other}
+    for tp, rep in b.rm.replicas.items():  # the others: nothing to shrink, whatever the lag
+        if tp != followed:
+            assert b.rm.begin_shrink(tp, rep, 10 * LAG_MS) is None
+    seen = []
+    for tp, _rep in b.rm.shrink_candidates():
+        seen.append(tp)
+        # An ISR that grows while the pass waits on a write is checked when reached.
+        b.rm.replicas[grows].isr = (0, 1)
+    assert seen == [followed, grows]
+
+
 def test_a_slow_follower_is_dropped_too() -> None:
     b = Broker()
     b.lead(isr=(0, 1))

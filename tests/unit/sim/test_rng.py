@@ -81,6 +81,16 @@ def test_uniform_ns_is_an_inclusive_integer_range() -> None:
         uniform_ns(rng, 2, 1)
 
 
+@pytest.mark.parametrize(("lo", "hi"), [(0, 0), (3, 6), (300_000, 700_000), (0, 2**40 + 7)])
+def test_uniform_ns_draws_what_randrange_draws(lo: int, hi: int) -> None:
+    """The inlined draw gives the same numbers from the same state (replays depend on it)."""
+    mine, theirs = random.Random(11), random.Random(11)
+    assert [uniform_ns(mine, lo, hi) for _ in range(3000)] == [
+        theirs.randrange(lo, hi + 1) for _ in range(3000)
+    ]
+    assert mine.getstate() == theirs.getstate()
+
+
 def test_chance_is_in_parts_per_million() -> None:
     rng = IntegerOnly(2)
     hits = sum(chance(rng, 250_000) for _ in range(20_000))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +13,7 @@ from actors.broker import BrokerCore
 from actors.consumer_host import ConsumerHostCore
 from actors.orchestrator import run_scenario
 from actors.producer import ProducerCore
-from actors.sim.run import SimEngine
+from actors.sim.run import SIM_GC_THRESHOLD2, SimEngine
 from emulator.broker.coordinators import CoordinatorHost
 from emulator.broker.replica_manager import ReplicaManager
 from emulator.host.core import HostCore
@@ -102,7 +104,19 @@ def test_every_protocol_runs_to_the_end_and_processes_every_offset(tmp_path: Pat
 
 def test_the_sim_runs_the_real_engines_classes(tmp_path: Path) -> None:
     engine = SimEngine()
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+    done = engine.protocol_done
+
+    def spy(run: Any, manifest: dict[str, Any]) -> None:
+        during.append(gc.get_threshold())
+        done(run, manifest)
+
+    engine.protocol_done = spy  # type: ignore[method-assign]
     run_scenario(scenario(tmp_path), ["classic-eager"], tmp_path / "run", engine=engine)
+    # The world ran with rarer full collections; the process has its own thresholds back.
+    assert during == [(*before[:2], max(before[2], SIM_GC_THRESHOLD2))]
+    assert gc.get_threshold() == before
     shells = [h.instance for h in engine.systems["classic-eager"].handles]
     kinds = {type(s) for s in shells}
     assert kinds == {BrokerCore, ProducerCore, ConsumerHostCore}

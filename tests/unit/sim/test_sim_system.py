@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from actors.sim.system import (
     SimHandle,
 )
 from actors.system import ActorSystem
+from emulator.broker.messages import OffsetsSnapshot, ReplicaFetchAnswer
 from emulator.sim.loop import SimEventLoop, current_actor
 from emulator.sim.network import Network
 from emulator.sim.rng import Streams
@@ -48,6 +50,9 @@ class Echo:
 
     async def ask(self, peer: Any, n: int) -> int:
         return int(await peer.add.remote([n]))
+
+    def keep(self, value: object) -> object:
+        return value
 
     def whoami(self) -> str | None:
         actor = current_actor.get()
@@ -98,6 +103,22 @@ def test_arguments_and_results_are_copied_but_handles_pass_through() -> None:
     assert mine == [1, 2]
     assert system.get(a.ask.remote(b, 7), 5) == 2  # b got [7, -1]
     assert isinstance(b, SimHandle)
+
+
+def test_an_offsets_snapshot_is_immutable_and_passes_as_itself() -> None:
+    """A leader's ``__consumer_offsets`` snapshot needs no copy; what holds it is copied."""
+    system, _ = make()
+    a = system.spawn("echo", ("a",))
+    snap = OffsetsSnapshot({"g": {("t", 0): 7}})
+    answer = {("__consumer_offsets", 3): ReplicaFetchAnswer(1, 1, 0, snap)}
+    got = system.get(a.keep.remote(answer), 5)
+    assert got == answer and got is not answer
+    assert got[("__consumer_offsets", 3)].offsets is snap
+    # Equal to the plain offsets it holds; across processes (Ray) it pickles to an equal copy.
+    assert snap == {"g": {("t", 0): 7}} and len(snap) == 1 and list(snap) == ["g"]
+    again = pickle.loads(pickle.dumps(snap))
+    assert again == snap and again is not snap and isinstance(again, OffsetsSnapshot)
+    assert not hasattr(snap, "__setitem__")  # a Mapping: read-only
 
 
 def test_without_copies_the_same_objects_are_shared() -> None:
