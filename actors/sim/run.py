@@ -194,7 +194,14 @@ class SimEngine:
             gc.set_threshold(t0, t1, max(t2, SIM_GC_THRESHOLD2))
         streams = Streams(self._seed(scenario))
         ties = streams.stream("explore/ties") if profile.ties else None
-        loop = SimEventLoop(tie_breaker=None if ties is None else lambda: ties.getrandbits(32))
+        late_table = profile.timer_late
+        late = None if late_table is None else streams.stream("explore/timers")
+        loop = SimEventLoop(
+            tie_breaker=None if ties is None else lambda: ties.getrandbits(32),
+            timer_lateness=None
+            if late is None or late_table is None
+            else lambda: late_table.draw(late),
+        )
         session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
         ensemble = SimEnsemble(
             loop,

@@ -13,7 +13,13 @@ the machine are replaced:
   ``seq`` is a counter taken when the timer is scheduled and ``order_key`` is 0
   unless a ``tie_breaker`` is given, so timers due at one instant run in the
   order they were scheduled (FIFO); exploration passes a ``tie_breaker`` that
-  draws the key. The ready queue stays asyncio's FIFO deque.
+  draws the key. The ready queue stays asyncio's FIFO deque. Exploration may
+  also pass ``timer_lateness``: each timer an *actor's* code sets through
+  asyncio's API (``call_later``/``call_at``: ``sleep``, ``wait_for``,
+  ``timeout``) fires that many nanoseconds late, drawn when it is set (timers
+  are never early, and a busy JVM or Python process fires them late); the
+  engine's own timers (``call_at_ns``/``call_later_ns``: message delivery, the
+  simulated ZooKeeper) stay exact, so a link's order is never disturbed.
 * **One step** (:meth:`SimEventLoop._run_once`, CPython 3.11's private hook,
   pinned by ``tests/unit/sim/test_cpython_pin.py``) runs the callbacks that are
   ready; when none is, time jumps to the earliest timer. Nothing ready and no
@@ -185,14 +191,22 @@ class SimEventLoop(asyncio.BaseEventLoop):
         tie_breaker: draws the ``order_key`` of each new timer (exploration);
             ``None`` gives 0 to every timer, so timers due at one instant run
             in the order they were scheduled.
+        timer_lateness: draws how late (ns, >= 0) an actor's asyncio timer
+            fires (exploration); ``None``: on time.
     """
 
     # Declared here because typeshed does not declare BaseEventLoop's private state.
     _ready: deque[asyncio.Handle]
     _stopping: bool
 
-    def __init__(self, *, tie_breaker: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tie_breaker: Callable[[], int] | None = None,
+        timer_lateness: Callable[[], int] | None = None,
+    ) -> None:
         super().__init__()
+        self._timer_lateness = timer_lateness
         self._now_ns = 0
         self._timers: list[_TimerEntry] = []
         self._timer_seq = 0
@@ -251,7 +265,9 @@ class SimEventLoop(asyncio.BaseEventLoop):
         """As asyncio's; the due time is ``now_ns + round(delay * 1e9)``, exactly."""
         if delay is None:
             raise TypeError("delay must not be None")
-        return self._call_at_ns(self._now_ns + ns_of(delay), callback, args, context)
+        return self._call_at_ns(
+            self._late(self._now_ns + ns_of(delay), context), callback, args, context
+        )
 
     def call_at(
         self,
@@ -263,7 +279,15 @@ class SimEventLoop(asyncio.BaseEventLoop):
         """As asyncio's; ``when`` (loop seconds) is rounded to the nanosecond."""
         if when is None:
             raise TypeError("when cannot be None")
-        return self._call_at_ns(ns_of(when), callback, args, context)
+        return self._call_at_ns(self._late(ns_of(when), context), callback, args, context)
+
+    def _late(self, when_ns: int, context: contextvars.Context | None) -> int:
+        """``when_ns`` plus a drawn lateness, for a future timer set by an actor's code."""
+        lateness = self._timer_lateness
+        if lateness is None or when_ns <= self._now_ns:
+            return when_ns
+        owner = current_actor.get(None) if context is None else context.get(current_actor)
+        return when_ns if owner is None else when_ns + lateness()
 
     def call_at_ns(
         self,

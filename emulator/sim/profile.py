@@ -26,12 +26,16 @@ A :class:`Profile` says, for one run:
 * ``stall_every`` / ``stall_for``: now and then one actor, drawn, is busy and
   runs nothing for a drawn time (a stalled process: its callbacks wait, in
   order). The stall is capped at a tenth of the run's smallest session timeout
-  (:func:`stall_cap_ns`).
+  (:func:`stall_cap_ns`);
+* ``timer_late``: how late each timer an actor's code sets fires (a sleep, a
+  request or session timeout, a heartbeat or poll interval), drawn per timer;
+  ``None``: on time. Timers are never early; the scenario's timeline (the
+  driver's timers) and the engine's own timers (message delivery, the
+  simulated ZooKeeper) stay exact (:class:`emulator.sim.loop.SimEventLoop`).
 
 Latencies are integer quantile tables (:class:`emulator.sim.rng.QuantileTable`)
 in nanoseconds, drawn from the run's named streams, so a profile and a seed
-replay a schedule exactly. Timer lateness (design §5.1's fifth row) is not
-drawn yet: timers fire on time.
+replay a schedule exactly.
 
 Profiles: ``baseline`` (the sim engine's defaults: a run under it is the run
 without a profile, byte for byte) and ``explore`` (the design's default
@@ -80,6 +84,7 @@ class Profile:
         ties: equal-time callbacks run in a drawn order.
         stall_every: the time between two actor stalls, or ``None`` (no stalls).
         stall_for: how long one stall lasts (capped by :func:`stall_cap_ns`).
+        timer_late: how late an actor's timer fires, or ``None`` (on time).
     """
 
     name: str
@@ -90,6 +95,7 @@ class Profile:
     ties: bool = False
     stall_every: QuantileTable | None = None
     stall_for: QuantileTable | None = None
+    timer_late: QuantileTable | None = None
 
     @property
     def is_baseline(self) -> bool:
@@ -111,6 +117,7 @@ class Profile:
             "ties": self.ties,
             "stall_every_ns": table(self.stall_every),
             "stall_for_ns": table(self.stall_for),
+            "timer_late_ns": table(self.timer_late),
         }
 
 
@@ -129,6 +136,8 @@ EXPLORE: Final = Profile(
     # about one stall every 2-10 s of the run, of 10-300 ms
     stall_every=QuantileTable([(0, 2_000 * MS), (PPM, 10_000 * MS)]),
     stall_for=QuantileTable([(0, 10 * MS), (PPM, 300 * MS)]),
+    # timers up to 1 ms late, 1% of them 1-20 ms
+    timer_late=QuantileTable([(0, 0), (990_000, 1 * MS), (PPM, 20 * MS)]),
 )
 """The default exploration bounds (design §5.1's table)."""
 
@@ -141,6 +150,7 @@ _TABLE_KEYS: Final = (
     "zk_commit_latency_ms",
     "stall_every_ms",
     "stall_for_ms",
+    "timer_late_ms",
 )
 _BOOL_KEYS: Final = ("ray_fifo", "ties")
 
@@ -209,6 +219,7 @@ def profile_from_dict(name: str, doc: Mapping[str, object]) -> Profile:
         ties=flags.get("ties", False),
         stall_every=tables.get("stall_every_ms"),
         stall_for=tables.get("stall_for_ms"),
+        timer_late=tables.get("timer_late_ms"),
     )
 
 

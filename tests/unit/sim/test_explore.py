@@ -63,6 +63,9 @@ def test_named_profiles_and_the_baseline() -> None:
     doc = EXPLORE.to_dict()
     assert doc["ties"] is True and doc["ray_fifo"] is True
     assert doc["ray_latency_ns"][-1] == [PPM, 200_000_000]
+    assert doc["timer_late_ns"] == [[0, 0], [990_000, 1_000_000], [PPM, 20_000_000]]
+    assert BASELINE.to_dict()["timer_late_ns"] is None
+    assert not Profile("x", timer_late=QuantileTable([(0, 0), (PPM, 1)])).is_baseline
 
 
 def test_a_profile_file_is_read_and_checked(tmp_path: Path) -> None:
@@ -73,12 +76,14 @@ def test_a_profile_file_is_read_and_checked(tmp_path: Path) -> None:
         "ties = true\n"
         "stall_every_ms = [1000, 2000]\n"
         "stall_for_ms = [5, 10]\n"
+        "timer_late_ms = [0, 2]\n"
     )
     p = load_profile(str(f))
     assert p.name == "wide"
     assert p.ties and p.ray_fifo
     assert p.ray_latency is not None and p.ray_latency.points == ((0, 1_000_000), (PPM, 5_000_000))
     assert p.zk_latency is not None and p.zk_latency.at(995_000) == 26_000_000
+    assert p.timer_late is not None and p.timer_late.points == ((0, 0), (PPM, 2_000_000))
     for text, why in [
         ("ray_latency = [1, 5]\n", "unknown profile key"),
         ("ties = 1\n", "ties must be true or false"),

@@ -252,6 +252,39 @@ def test_a_tie_breaker_reorders_equal_times_only() -> None:
         lp.close()
 
 
+def test_timer_lateness_delays_only_an_actors_asyncio_timers() -> None:
+    """An actor's call_later/call_at/sleep fire late by the drawn amount; the
+    driver's timers and the engine's call_at_ns timers stay exact."""
+    draws = iter([7, 11, 13, 17])
+    lp = SimEventLoop(timer_lateness=lambda: next(draws))
+    a = ActorContext("a")
+    fired: dict[str, int] = {}
+
+    def mark(tag: str) -> None:
+        fired[tag] = lp.now_ns
+
+    async def body() -> None:
+        lp.call_later(1, mark, "actor call_later")  # 1 s + 7 ns
+        lp.call_at(2.0, mark, "actor call_at")  # 2 s + 11 ns
+        lp.call_at_ns(3_000_000_000, mark, "actor call_at_ns")  # the engine's API: exact
+        await asyncio.sleep(4)  # 4 s + 13 ns
+        mark("actor sleep")
+
+    try:
+        lp.call_later(1, mark, "driver call_later")
+        lp.run_until_complete(lp.spawn_in(a, body()))
+        assert fired == {
+            "driver call_later": 1_000_000_000,
+            "actor call_later": 1_000_000_007,
+            "actor call_at": 2_000_000_011,
+            "actor call_at_ns": 3_000_000_000,
+            "actor sleep": 4_000_000_013,
+        }
+        assert next(draws) == 17  # one draw per actor timer, none for the others
+    finally:
+        lp.close()
+
+
 # -------------------------------------------------------- cancelled timers
 
 
