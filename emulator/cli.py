@@ -443,6 +443,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
                 out,
                 parallel=args.parallel,
                 keep_going=args.keep_going,
+                shrink=args.shrink,
                 scenario_arg=args.scenario,
                 profile_arg=args.profile,
             )
@@ -473,6 +474,14 @@ def cmd_explore(args: argparse.Namespace) -> int:
             f"  logs (cut at the violation): {out / f'{protocol}-s{found.seed}'}", file=sys.stderr
         )
         print(f"  replay: {replay}", file=sys.stderr)
+        shrunk = result.shrunk.get(protocol)
+        if shrunk is not None and shrunk.outcome.violation is not None:
+            small = out / f"shrunk-{protocol}.toml"
+            print(
+                f"  shrunk: it needs {', '.join(shrunk.needed) or 'none of the freedoms'}; "
+                f"replay: {xp.replay_command(args.scenario, protocol, found.seed, str(small))}",
+                file=sys.stderr,
+            )
     print(f"explored in {result.wall_s:.1f} s; summary in {out / 'explore.json'}", file=sys.stderr)
     return EXIT_FAILED if result.found or failed else 0
 
@@ -1075,6 +1084,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-going",
         action="store_true",
         help="run every seed even after a violation (the smallest violating seed is reported)",
+    )
+    xp.add_argument(
+        "--shrink",
+        action="store_true",
+        help="after a violation, take the profile's freedoms away one at a time while the seed "
+        "still violates the same way; write the smaller profile to DIR/shrunk-<protocol>.toml",
     )
     xp.set_defaults(func=cmd_explore)
     scen = sub.add_parser("scenarios", help="list the bundled scenarios")

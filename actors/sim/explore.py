@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.io import MakeCoordinatorFactory
 from actors.orchestrator import run_scenario
@@ -43,7 +43,10 @@ from actors.sim.run import SimEngine
 from emulator.events import Event
 from emulator.scenario import Scenario
 from emulator.sim import engine_version
-from emulator.sim.profile import Profile
+from emulator.sim.profile import Profile, profile_to_toml
+
+if TYPE_CHECKING:
+    from actors.sim.shrink import ShrinkResult
 
 __all__ = [
     "BATCH_SEEDS",
@@ -116,6 +119,7 @@ class ExploreResult:
         outcomes: every seed's outcome, by seed, per protocol.
         found: the smallest violating seed's outcome, per protocol that has one.
         failed: seeds whose run failed (not a violation: an engine or setup error).
+        shrunk: the found seed's shrunk schedule, per protocol (with ``shrink``).
         wall_s: the whole exploration's wall time.
     """
 
@@ -123,6 +127,7 @@ class ExploreResult:
     outcomes: dict[str, list[SeedOutcome]] = field(default_factory=dict)
     found: dict[str, SeedOutcome] = field(default_factory=dict)
     failed: dict[str, list[SeedOutcome]] = field(default_factory=dict)
+    shrunk: dict[str, ShrinkResult] = field(default_factory=dict)
     wall_s: float = 0.0
 
 
@@ -222,6 +227,7 @@ def explore(
     *,
     parallel: int = 1,
     keep_going: bool = False,
+    shrink: bool = False,
     coordinator_factory: MakeCoordinatorFactory | None = None,
     scenario_arg: str | None = None,
     profile_arg: str | None = None,
@@ -235,6 +241,10 @@ def explore(
             the cluster ``ray.init`` finds).
         keep_going: run every seed even after a violation (each protocol's
             smallest violating seed is still the one reported).
+        shrink: take away the profile's freedoms one at a time while the found
+            seed still violates the same way (:func:`actors.sim.shrink.shrink`);
+            the smaller profile goes to ``shrunk-<protocol>.toml``, the attempts
+            to ``shrink-<protocol>.json``, the run to ``<protocol>-s<seed>-shrunk/``.
         coordinator_factory: replaces the brokers' coordinators (in-process
             runs only: a test's planted bug).
         scenario_arg: how the replay command names the scenario (default its source).
@@ -284,6 +294,11 @@ def explore(
                 )
                 result.found[protocol] = kept
             _write_violation(out_dir, scenario, result.found[protocol], profile, replay)
+            if shrink:
+                result.shrunk[protocol] = _shrink(
+                    out_dir, scenario, result.found[protocol], profile, coordinator_factory,
+                    arg, tell,
+                )  # fmt: skip
         walls = [o.wall_s for o in outcomes]
         mean = sum(walls) / len(walls) if walls else 0.0
         verdict = (
@@ -318,6 +333,57 @@ def explore(
         },
     )
     return result
+
+
+def _shrink(
+    out_dir: Path,
+    scenario: Scenario,
+    found: SeedOutcome,
+    profile: Profile,
+    coordinator_factory: MakeCoordinatorFactory | None,
+    scenario_arg: str,
+    tell: Say,
+) -> ShrinkResult:
+    from actors.sim.shrink import shrink
+
+    p = found.protocol
+    tell(f"{p}: shrinking seed {found.seed}'s schedule (one run per freedom of the profile)")
+    r = shrink(
+        scenario, p, found, profile, coordinator_factory=coordinator_factory,
+        keep=out_dir / f"{p}-s{found.seed}-shrunk", say=tell,
+    )  # fmt: skip
+    profile_file = out_dir / f"shrunk-{p}.toml"
+    profile_file.write_text(
+        f"# explore --shrink: seed {found.seed} of {scenario.name} under {p} still violates "
+        f"({(found.violation or {}).get('kind')}) without: {', '.join(r.removed) or 'nothing'}\n"
+        + profile_to_toml(r.profile)
+    )
+    write_manifest(
+        out_dir / f"shrink-{p}.json",
+        {
+            "protocol": p,
+            "seed": found.seed,
+            "from_profile": profile.to_dict(),
+            "profile": r.profile.to_dict(),
+            "profile_file": str(profile_file),
+            "removed": r.removed,
+            "needed": r.needed,
+            "steps": [s.to_dict() for s in r.steps],
+            "outcome": r.outcome.to_dict(),
+            "replay": replay_command(scenario_arg, p, found.seed, str(profile_file)),
+            "trace": r.outcome.trace,
+        },
+    )
+    still = r.outcome.violation is not None
+    tell(
+        f"{p}: seed {found.seed} "
+        + (
+            f"needs {', '.join(r.needed) or 'none of the freedoms (it violates on the baseline)'}"
+            if still
+            else "did not violate again under the shrunk profile (reported as is)"
+        )
+    )
+    return r
 
 
 def _kept(pattern: Path, seed: int) -> Path:

@@ -44,6 +44,7 @@ exploration bounds); a TOML file can define another (:func:`load_profile`).
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ __all__ = [
     "ProfileError",
     "load_profile",
     "profile_from_dict",
+    "profile_to_toml",
     "stall_cap_ns",
 ]
 
@@ -221,6 +223,25 @@ def profile_from_dict(name: str, doc: Mapping[str, object]) -> Profile:
         stall_for=tables.get("stall_for_ms"),
         timer_late=tables.get("timer_late_ms"),
     )
+
+
+def profile_to_toml(profile: Profile) -> str:
+    """The profile as a file :func:`load_profile` reads back equal (tables as ppm points)."""
+    lines = [f"name = {json.dumps(profile.name)}"]
+    for key, table in (
+        ("ray_latency_ms", profile.ray_latency),
+        ("zk_latency_ms", profile.zk_latency),
+        ("zk_commit_latency_ms", profile.zk_commit_latency),
+        ("stall_every_ms", profile.stall_every),
+        ("stall_for_ms", profile.stall_for),
+        ("timer_late_ms", profile.timer_late),
+    ):
+        if table is not None:
+            points = ", ".join(f"[{ppm}, {ns / MS!r}]" for ppm, ns in table.points)
+            lines.append(f"{key} = [{points}]")
+    lines.append(f"ties = {str(profile.ties).lower()}")
+    lines.append(f"ray_fifo = {str(profile.ray_fifo).lower()}")
+    return "\n".join(lines) + "\n"
 
 
 def load_profile(spec: str) -> Profile:

@@ -129,3 +129,14 @@ class QuantileTable:
     def __call__(self, rng: random.Random) -> int:
         """Same as :meth:`draw`, so a table is a latency model."""
         return self.draw(rng)
+
+    def __eq__(self, other: object) -> bool:
+        """Tables with the same points are the same distribution (a profile read from
+        a file equals the one it was written from)."""
+        return isinstance(other, QuantileTable) and self.points == other.points
+
+    def __hash__(self) -> int:
+        return hash(self.points)
+
+    def __repr__(self) -> str:
+        return f"QuantileTable({list(self.points)!r})"
