@@ -32,7 +32,8 @@ Definitions (times are emulated ms):
   redelivered after the group settled, lag recovering):
 
   - ``partitions_revoked``: ownership ends by an explicit release (revoke,
-    release, rollback; not a crash, stop or loss);
+    release, rollback, also one in the same instant as the member's stop;
+    not a crash, a stop without a release, or a loss);
   - ``partitions_moved``: partitions whose owner when the episode was stable
     differs from their owner just before the change (owned both times);
   - ``revoked_without_need``: revocations of a partition that the same member

@@ -599,3 +599,54 @@ def test_closing_lasts_from_the_stop_order_to_the_stop_and_a_restart_ends_it(
         unasked = at("unasked", 147.25)
         assert (unasked["closing"], unasked["idle"]) == (0, 1)
 
+
+# ------------------------------------------- a release in the instant of the stop
+
+
+def same_instant_history(protocol: str, *, lost: bool) -> H:
+    """c-1 leaves as the simulator writes it: release and stop in one instant (120).
+
+    ``lost``: the partitions are lost instead of revoked (not a revocation).
+    """
+    h = _two_members(H(protocol=protocol, group="g").run(0, 1000))
+    h.action("leave", at=100, members=["c-1"], index=0)
+    if lost:
+        h.lose("c-1", ["t:2", "t:3"], at=120)
+    else:
+        h.revoke("c-1", ["t:2", "t:3"], at=120)
+    h.stop("c-1", at=120)
+    return _regroup(h, 150)
+
+
+def test_a_release_in_the_instant_of_the_stop_counts_as_revoked(spark: SparkSession) -> None:
+    """The explicit release wins over the member-wide stop; a loss still does not count."""
+    from analysis.checkers import SharedFrames
+    from analysis.episodes import episodes
+    from analysis.metrics import episode_histories
+
+    protos = ("zookeeper", "classic-cooperative", "consumer")
+    frames = [same_instant_history(p, lost=False).df(spark) for p in protos]
+    # A loss, on a modern protocol (the legacy H.lose() is a plain release).
+    frames += [same_instant_history("classic-eager", lost=True).df(spark)]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    sh = SharedFrames(df)
+    ends = {
+        (r["protocol"], r["partition"]): (r["e"], r["rel"])
+        for r in sh.intervals.where("member = 'c-1'").collect()
+    }
+    for p in protos:
+        assert ends[(p, 2)] == ends[(p, 3)] == (120.0, True)
+    assert ends[("classic-eager", 2)] == ends[("classic-eager", 3)] == (120.0, False)
+    hist = episode_histories(df, sh, run_checkers(df, sh))
+    revoked = {
+        p: [(e.kind, e.partitions_revoked) for e in episodes(h) if e.kind == "leave"]
+        for p, h in hist.items()
+    }
+    assert revoked == {
+        "zookeeper": [("leave", 2)],
+        "classic-cooperative": [("leave", 2)],
+        "consumer": [("leave", 2)],
+        "classic-eager": [("leave", 0)],
+    }
