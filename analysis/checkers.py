@@ -46,7 +46,10 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   claimer still holding it).
 * ``stranded_partition``: a partition with no owner while a live consumer
   owns nothing and the group is settled (no member mid-rebalance, the
-  coordinator, if any, not rebalancing).
+  coordinator, if any, not rebalancing): an assignment problem. A member told
+  to stop (a timeline leave or restart, the run's end) is not such a consumer
+  until it stops: it has given its partitions up before it leaves the group
+  (:mod:`analysis.timelines`), which the coordinator has not yet seen.
 * ``invalid_assignment``: at a settle point (the group just finished
   rebalancing), a partition the live members' latest completed assignments
   give to no member or to several (``count`` = how many).
@@ -509,7 +512,7 @@ def check_stranded(
     timeline: DataFrame | None = None,
     gaps: DataFrame | None = None,
 ) -> DataFrame:
-    """Partitions unowned while a live member owns nothing and the group is settled."""
+    """Partitions unowned while an idle member waits in a settled group (``group_timeline``)."""
     iv = intervals if intervals is not None else ownership_intervals_all(events)
     gt = timeline if timeline is not None else group_timeline(events, iv)
     bad = islands(
@@ -654,6 +657,10 @@ _CONTROL_KINDS: Final = (
     K.REBALANCE_FAILED.value,
     K.GROUP_STATE_CHANGED.value,
     K.MEMBER_REMOVED.value,
+    # What tells a member to stop (analysis.timelines.stop_orders).
+    K.ACTION_APPLIED.value,
+    K.FAULT_INJECTED.value,
+    K.RUN_FINISHED.value,
 )
 _CONTROL_COLS: Final = (
     "protocol",
@@ -670,6 +677,7 @@ _CONTROL_COLS: Final = (
     "generation",
     "zxid",
     "reason",
+    "detail",
 )
 
 

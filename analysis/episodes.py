@@ -32,15 +32,17 @@ Definitions (times are emulated ms):
   redelivered after the group settled, lag recovering):
 
   - ``partitions_revoked``: ownership ends by an explicit release (revoke,
-    release, rollback; not a crash, stop or loss);
+    release, rollback, also one in the same instant as the member's stop;
+    not a crash, a stop without a release, or a loss);
   - ``partitions_moved``: partitions whose owner when the episode was stable
     differs from their owner just before the change (owned both times);
   - ``revoked_without_need``: revocations of a partition that the same member
     owned again when the episode was stable;
   - ``partition_unavailable_s``: partition-seconds with no owner while a live
     member existed (a paused owner still counts as the owner);
-  - ``idle_member_s``: member-seconds live and owning nothing while the group
-    was disturbed, up to stable;
+  - ``idle_member_s``: member-seconds idle (live, owning nothing, not told
+    to stop: ``timelines.member_timeline``) while the group was disturbed,
+    up to stable;
   - duplicates and losses by cause, double-processing and ordering-overlap
     seconds: the checkers' rows that start in the window (durations clipped);
   - ``peak_lag``: the highest lag (messages produced and not yet processed,

@@ -18,8 +18,9 @@ Definitions (the event log is the record; times are emulated ms):
   ``rebalance_ms``: the length of each unsettled span, trigger to settled.
 * ``stop_the_world_partition_s``: partition-seconds with no owner while at
   least one live consumer exists.
-* ``pause_ms``: per member, time it was live, owned nothing, while the group
-  was unsettled (an eager member from its revoke to its next assignment).
+* ``pause_ms``: per member, time it was idle (live, owning nothing, not
+  closing: :func:`analysis.timelines.member_timeline`) while the group was
+  unsettled (an eager member from its revoke to its next assignment).
 * ``zk_*``: ZooKeeper reads and writes of the legacy rebalance attempts and
   watch notifications, also per membership change (consumer started, stopped
   or crashed): the herd effect.
@@ -402,7 +403,8 @@ def compute_metrics(
         if m is not None:
             m["stop_the_world_partition_s"] = float(r["ms"] or 0.0) / 1000.0
 
-    # Per-member pause: live, owning nothing, while the group is unsettled.
+    # Per-member pause: idle (live, owning nothing, not on its way out) while the
+    # group is unsettled.
     mt = member_timeline(sh.control, iv)
     wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
     bounds = sh.bounds
@@ -415,10 +417,9 @@ def compute_metrics(
             "member",
             F.col("t").alias("s"),
             F.coalesce(F.col("e"), F.col("t_last")).alias("e"),
-            "alive",
-            "owned",
+            "idle",
         )
-        .where((F.col("alive") == 1) & (F.col("owned") <= 0) & (F.col("e") > F.col("s")))
+        .where((F.col("idle") == 1) & (F.col("e") > F.col("s")))
     )
     uns = uns_all.select("protocol", "group", F.col("s").alias("us"), F.col("e").alias("ue"))
     pause = (

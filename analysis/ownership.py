@@ -62,7 +62,8 @@ def ownership_changes(events: DataFrame) -> DataFrame:
       first). Not so for ``partitions_lost`` and a legacy session expiry: the
       zombie learns late, so only the clocks can tell;
     * ``rel`` (releases): an explicit release (``ownership_released`` /
-      ``partitions_revoked``, not lost), stamped when it happened.
+      ``partitions_revoked``, not lost), stamped when it happened, also when
+      the member's stop or crash falls in the same instant.
     """
     base = events.select(
         "protocol",
@@ -133,9 +134,12 @@ def ownership_changes(events: DataFrame) -> DataFrame:
         "node",
         F.lit(None).cast("long").alias("okey"),
         "ordered",
-        F.lit(False).alias("rel"),
+        F.lit(None).cast("boolean").alias("rel"),
     )
-    # One row per change; an end that is also a lost / expiry is not ordered.
+    # One row per change; an end that is also a lost / expiry is not ordered. The
+    # member-wide end says nothing of how the partition went (``rel`` null): an
+    # explicit release at the instant of the member's stop (the simulator writes
+    # both in one instant) is still an explicit release; with a loss it is not.
     return (
         changes.transform(union_frames, wide)
         .groupBy("protocol", "group", "member", "topic", "partition", "t", "typ")
@@ -143,7 +147,7 @@ def ownership_changes(events: DataFrame) -> DataFrame:
             F.max("node").alias("node"),
             F.max("okey").alias("okey"),
             F.min("ordered").alias("ordered"),
-            F.min("rel").alias("rel"),
+            F.coalesce(F.min("rel"), F.lit(False)).alias("rel"),
         )
     )
 

@@ -5,6 +5,15 @@ state), the partitions a group is expected to own and the spans they had no
 owner, the group's settle points and each member's latest completed
 assignment: what the stranded-partition and assignment checkers and the
 metrics read.
+
+A member told to stop (a timeline ``leave`` or ``restart``, or the run's end)
+is *closing* until it stops: a clean close first gives its partitions up
+(``onPartitionsRevoked``, ``ConsumerCoordinator.onLeavePrepare``), then
+leaves the group (``LeaveGroup``) and stops. Between the release and the
+stop it owns nothing while the coordinator does not yet know it is leaving:
+it is on its way out, not an idle member waiting for work, so it is not
+counted as idle. Its released partitions are unowned all the same
+(:func:`unowned_spans`).
 """
 
 from __future__ import annotations
@@ -14,20 +23,68 @@ from typing import Final
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.frames import GTP, TP, islands, run_bounds, union_frames
+from analysis.frames import GTP, TP, islands, optional_col, run_bounds, union_frames
 from emulator.events import EventKind as K
 
 # The coordinator's group states in which it is not rebalancing.
 SETTLED_STATES: Final = ("Stable", "Empty", "Dead")
 
+STOPPING_ACTIONS: Final = ("leave", "restart")
+"""Timeline actions that stop a member cleanly: it releases its partitions, then stops."""
+
+
+def stop_orders(events: DataFrame) -> DataFrame:
+    """``(protocol, group, member, t)``: the instants a member was told to stop.
+
+    A timeline action of :data:`STOPPING_ACTIONS` (the orchestrator's
+    ``action_applied`` for its member, or each member its ``detail`` lists; a
+    host's ``fault_injected`` of a restart, stamped on the member's own
+    clock), not skipped; and the run's end (``run_finished``), after which the
+    orchestrator stops every member of the run.
+    """
+    detail = optional_col(events, "detail", "string")
+    listed = F.from_json(detail, "struct<members:array<string>>").getField("members")
+    acts = events.where(
+        F.col("kind").isin(K.ACTION_APPLIED.value, K.FAULT_INJECTED.value)
+        & F.col("reason").isin(*STOPPING_ACTIONS)
+        & (F.coalesce(optional_col(events, "state", "string"), F.lit("")) != "skipped")
+        & F.col("group").isNotNull()
+    ).select(
+        "protocol",
+        "group",
+        F.explode(
+            F.when(F.col("member").isNotNull(), F.array(F.col("member"))).otherwise(
+                F.coalesce(listed, F.array().cast("array<string>"))
+            )
+        ).alias("member"),
+        F.col("t_emu_ms").alias("t"),
+    )
+    members = (
+        events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
+        .select("protocol", "group", "member")
+        .distinct()
+    )
+    ends = (
+        events.where(F.col("kind") == K.RUN_FINISHED.value)
+        .groupBy("protocol")
+        .agg(F.min("t_emu_ms").alias("t"))
+        .join(members, "protocol")
+        .select("protocol", "group", "member", "t")
+    )
+    return acts.transform(union_frames, ends)
+
 
 def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
-    """Per member change points: ``protocol, group, member, t, alive, reb, owned``.
+    """Per member change points: ``protocol, group, member, t, ord, alive, reb, owned,
+    closing, idle``.
 
     ``alive``: started and not stopped or crashed; ``reb``: mid-rebalance on its
     side (started and not yet through its first rebalance, or triggered / started
-    and not yet completed or failed); ``owned``:
-    partitions it holds. Each row's values hold from ``t`` until the member's next row.
+    and not yet completed or failed); ``owned``: partitions it holds;
+    ``closing``: told to stop (:func:`stop_orders`) and not yet stopped, crashed
+    or started again; ``idle``: alive, owning nothing and not closing. Each
+    row's values hold from ``t`` until the member's next row (``ord`` orders
+    the rows of one instant: a stop order first, the action before its effects).
     """
     life = (
         events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
@@ -55,11 +112,29 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
                 0,
             )
             .alias("reb_v"),
+            F.when(
+                F.col("kind").isin(
+                    K.CONSUMER_STARTED.value, K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value
+                ),
+                0,
+            ).alias("closing_v"),
             F.lit(0).alias("d_own"),
             F.when(F.col("kind") == K.CONSUMER_STARTED.value, 0).otherwise(2).alias("ord"),
         )
         .where(F.col("alive_v").isNotNull() | F.col("reb_v").isNotNull())
     )
+    orders = stop_orders(events).select(
+        "protocol",
+        "group",
+        "member",
+        "t",
+        F.lit(None).cast("int").alias("alive_v"),
+        F.lit(None).cast("int").alias("reb_v"),
+        F.lit(1).alias("closing_v"),
+        F.lit(0).alias("d_own"),
+        F.lit(-1).alias("ord"),
+    )
+    life = life.transform(union_frames, orders)
     own = intervals.select(
         "protocol", "group", "member", F.col("s").alias("t"), F.lit(1).alias("d_own")
     ).transform(
@@ -75,6 +150,7 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         "t",
         F.lit(None).cast("int").alias("alive_v"),
         F.lit(None).cast("int").alias("reb_v"),
+        F.lit(None).cast("int").alias("closing_v"),
         "d_own",
         F.when(F.col("d_own") < 0, 1).otherwise(3).alias("ord"),
     )
@@ -84,7 +160,7 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         .orderBy("t", "ord")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    return pts.select(
+    out = pts.select(
         "protocol",
         "group",
         "member",
@@ -93,7 +169,10 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         F.coalesce(F.last("alive_v", ignorenulls=True).over(w), F.lit(0)).alias("alive"),
         F.coalesce(F.last("reb_v", ignorenulls=True).over(w), F.lit(0)).alias("reb"),
         F.sum("d_own").over(w).alias("owned"),
+        F.coalesce(F.last("closing_v", ignorenulls=True).over(w), F.lit(0)).alias("closing"),
     )
+    idle = (F.col("alive") == 1) & (F.col("owned") <= 0) & (F.col("closing") == 0)
+    return out.withColumn("idle", idle.cast("int"))
 
 
 def group_timeline(
@@ -101,13 +180,14 @@ def group_timeline(
 ) -> DataFrame:
     """Per group change points: ``protocol, group, t, t_next, live, idle, reb, coord_busy``.
 
-    ``live``: live members; ``idle``: live members owning nothing; ``reb``:
-    members mid-rebalance; ``coord_busy``: 1 while the coordinator's group
-    state is not Stable/Empty/Dead. Values hold over ``[t, t_next)``.
+    ``live``: live members; ``idle``: live members owning nothing, not closing
+    (:func:`member_timeline`); ``reb``: members mid-rebalance; ``coord_busy``:
+    1 while the coordinator's group state is not Stable/Empty/Dead. Values
+    hold over ``[t, t_next)``.
     """
     mt = member_timeline(events, intervals)
     wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
-    idle = ((F.col("alive") == 1) & (F.col("owned") <= 0)).cast("int")
+    idle = F.col("idle")
     live = F.col("alive").cast("int")
     mt = mt.select(
         "protocol",

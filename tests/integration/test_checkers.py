@@ -451,3 +451,202 @@ def test_loss_is_allowed_only_where_the_commit_mode_commits_before_processing(
         ("consumer", LOSS, "committed_before_processed", True),
         ("classic-eager", LOSS, "committed_before_processed", False),
     }
+
+
+# --------------------------------------------------- a member on its way out
+
+
+def _two_members(h: H) -> H:
+    """c-0 owns t:0, t:1 and c-1 owns t:2, t:3 from 10 in a settled group."""
+    for p in range(4):
+        h.produce("t", p, 0, 10, at=1)
+    h.start("c-0", at=0).start("c-1", at=0)
+    h.rebalance("c-0", 1, 10, ["t:0", "t:1"]).rebalance("c-1", 1, 10, ["t:2", "t:3"])
+    h.assign("c-0", ["t:0", "t:1"], at=10).assign("c-1", ["t:2", "t:3"], at=10)
+    if not h.legacy:
+        h.group_state("Stable", at=10)
+    return h
+
+
+def _regroup(h: H, at: float) -> H:
+    """The coordinator (or the legacy watch) learns of the change; c-0 takes everything."""
+    if not h.legacy:
+        h.member_removed("c-1", at=at).group_state("PreparingRebalance", at=at)
+    h.trigger("c-0", at=at + 100).rebalance("c-0", at + 100, at + 110, [f"t:{p}" for p in range(4)])
+    h.assign("c-0", ["t:2", "t:3"], at=at + 110)
+    return h if h.legacy else h.group_state("Stable", at=at + 110)
+
+
+def leave_history(protocol: str, group: str, *, told: bool) -> H:
+    """c-1 leaves cleanly as a real member does (classic-eager, seed 1003, scaled).
+
+    The orchestrator's ``leave`` at 100 (``told``; without it nothing says c-1
+    is on its way out); c-1 gives t:2, t:3 up at 147.216 and stops 56 us
+    later, at 147.272; the coordinator learns of it at 184.6 (``LeaveGroup``).
+    """
+    h = _two_members(H(protocol=protocol, group=group).run(0, 1000))
+    if told:
+        h.action("leave", at=100, members=["c-1"], index=0)
+    h.revoke("c-1", ["t:2", "t:3"], at=147.216).stop("c-1", at=147.272)
+    return _regroup(h, 184.6)
+
+
+def restart_history(protocol: str, group: str) -> H:
+    """c-1 is restarted: released at 147.2, stopped at 147.27, started again at 170.
+
+    The new incarnation is given nothing (c-0 takes t:2, t:3 at 294.6): an idle
+    member from 294.6, closing no more.
+    """
+    h = _two_members(H(protocol=protocol, group=group).run(0, 1000))
+    h.action("restart", at=100, members=["c-1"], index=0).fault("restart", "c-1", at=106)
+    h.revoke("c-1", ["t:2", "t:3"], at=147.2).stop("c-1", at=147.27).start("c-1", at=170)
+    h.rebalance("c-1", 184.6, 294.6, [])
+    return _regroup(h, 184.6)
+
+
+def idle_history(protocol: str, group: str) -> H:
+    """A genuine stranded partition: c-1 was given nothing and lives on, idle.
+
+    c-0 gives i:0 up at 100 with nothing telling anyone to stop, while the
+    group is settled; c-1 triggers a rebalance at 130.
+    """
+    h = H(protocol=protocol, group=group).run(0, 1000)
+    h.produce("i", 0, 0, 10, at=1).start("c-0", at=0).start("c-1", at=0)
+    h.rebalance("c-0", 1, 10, ["i:0"]).rebalance("c-1", 1, 10, [])
+    h.assign("c-0", ["i:0"], at=10)
+    if not h.legacy:
+        h.group_state("Stable", at=10)
+    h.revoke("c-0", ["i:0"], at=100)
+    return h.trigger("c-1", at=130)
+
+
+@pytest.fixture(scope="module")
+def closing(spark: SparkSession) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Every protocol's closing histories through the checkers (one Spark job).
+
+    Returns the anomaly rows by protocol and the member timeline's rows.
+    """
+    from analysis.checkers import SharedFrames
+    from analysis.timelines import member_timeline
+
+    frames = []
+    for p in PROTOCOLS:
+        frames += [
+            leave_history(p, "leave", told=True).df(spark),
+            leave_history(p, "unasked", told=False).df(spark),
+            restart_history(p, "restart").df(spark),
+            idle_history(p, "idle").df(spark),
+        ]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    sh = SharedFrames(df)
+    rows = [r.asDict() for r in run_checkers(df, sh).collect()]
+    timeline = [r.asDict() for r in member_timeline(sh.control, sh.intervals).collect()]
+    return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}, timeline
+
+
+def _stranded(rows: list[dict[str, Any]], group: str) -> list[tuple[int, float, float]]:
+    return sorted(
+        (r["partition"], r["t_start_ms"], r["t_end_ms"])
+        for r in rows
+        if r["group"] == group and r["kind"] == STRANDED_PARTITION
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_member_told_to_leave_is_not_idle_between_its_release_and_its_stop(
+    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+) -> None:
+    """The leave window is no stranded partition; without the leave action it would be."""
+    rows = closing[0][protocol]
+    assert _stranded(rows, "leave") == []
+    assert _stranded(rows, "unasked") == [(2, 147.216, 147.272), (3, 147.216, 147.272)]
+    assert _stranded(rows, "restart") == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_live_idle_member_nobody_stops_still_strands_a_partition(
+    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+) -> None:
+    assert _stranded(closing[0][protocol], "idle") == [(0, 100.0, 130.0)]
+
+
+def test_closing_lasts_from_the_stop_order_to_the_stop_and_a_restart_ends_it(
+    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]],
+) -> None:
+    """c-1's member timeline: closing from the action, idle again once restarted."""
+    for p in PROTOCOLS:
+        mt = sorted(
+            (r for r in closing[1] if r["protocol"] == p and r["member"] == "c-1"),
+            key=lambda r: (r["group"], r["t"], r["ord"]),
+        )
+
+        def at(group: str, t: float, rows: list[dict[str, Any]] = mt) -> dict[str, Any]:
+            """The member's state holding at ``t`` (its last row at or before ``t``)."""
+            return [r for r in rows if r["group"] == group and r["t"] <= t][-1]
+
+        for g in ("leave", "restart"):
+            assert at(g, 99)["closing"] == 0
+            assert at(g, 100)["closing"] == 1 and at(g, 100)["owned"] == 2
+            mid = at(g, 147.25)
+            assert (mid["alive"], mid["owned"], mid["closing"], mid["idle"]) == (1, 0, 1, 0)
+        # The run's end (run_finished at 1000) tells every member to stop.
+        assert at("leave", 1000)["closing"] == 1 and at("leave", 1000)["alive"] == 0
+        restarted = at("restart", 300)
+        assert (restarted["alive"], restarted["owned"], restarted["closing"]) == (1, 0, 0)
+        assert restarted["idle"] == 1
+        unasked = at("unasked", 147.25)
+        assert (unasked["closing"], unasked["idle"]) == (0, 1)
+
+
+# ------------------------------------------- a release in the instant of the stop
+
+
+def same_instant_history(protocol: str, *, lost: bool) -> H:
+    """c-1 leaves as the simulator writes it: release and stop in one instant (120).
+
+    ``lost``: the partitions are lost instead of revoked (not a revocation).
+    """
+    h = _two_members(H(protocol=protocol, group="g").run(0, 1000))
+    h.action("leave", at=100, members=["c-1"], index=0)
+    if lost:
+        h.lose("c-1", ["t:2", "t:3"], at=120)
+    else:
+        h.revoke("c-1", ["t:2", "t:3"], at=120)
+    h.stop("c-1", at=120)
+    return _regroup(h, 150)
+
+
+def test_a_release_in_the_instant_of_the_stop_counts_as_revoked(spark: SparkSession) -> None:
+    """The explicit release wins over the member-wide stop; a loss still does not count."""
+    from analysis.checkers import SharedFrames
+    from analysis.episodes import episodes
+    from analysis.metrics import episode_histories
+
+    protos = ("zookeeper", "classic-cooperative", "consumer")
+    frames = [same_instant_history(p, lost=False).df(spark) for p in protos]
+    # A loss, on a modern protocol (the legacy H.lose() is a plain release).
+    frames += [same_instant_history("classic-eager", lost=True).df(spark)]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    sh = SharedFrames(df)
+    ends = {
+        (r["protocol"], r["partition"]): (r["e"], r["rel"])
+        for r in sh.intervals.where("member = 'c-1'").collect()
+    }
+    for p in protos:
+        assert ends[(p, 2)] == ends[(p, 3)] == (120.0, True)
+    assert ends[("classic-eager", 2)] == ends[("classic-eager", 3)] == (120.0, False)
+    hist = episode_histories(df, sh, run_checkers(df, sh))
+    revoked = {
+        p: [(e.kind, e.partitions_revoked) for e in episodes(h) if e.kind == "leave"]
+        for p, h in hist.items()
+    }
+    assert revoked == {
+        "zookeeper": [("leave", 2)],
+        "classic-cooperative": [("leave", 2)],
+        "consumer": [("leave", 2)],
+        "classic-eager": [("leave", 0)],
+    }
