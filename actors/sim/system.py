@@ -10,8 +10,8 @@ Actors are plain instances of the real engine's shells living on one
   context (an ``async`` method as a task of the actor, a plain one right
   there, as Ray runs every method of an async actor on its one loop), and the
   result travels back over the actor -> caller link. Arguments and results
-  are copied (pickled and unpickled, as Ray serializes them), except actor
-  handles, which pass as themselves.
+  are copied as Ray serializes them (equal values sharing nothing mutable;
+  :mod:`actors.sim.copying`), except actor handles, which pass as themselves.
 * **Death** is Ray's: :meth:`SimActorSystem.kill` ends the actor at once (no
   callback of it runs again, no ``finally``), every call in flight to it
   fails with :class:`SimActorDied`, and so does every later call. Its name is
@@ -29,17 +29,14 @@ Actors are plain instances of the real engine's shells living on one
 from __future__ import annotations
 
 import asyncio
-import copyreg
 import inspect
-import io
 import itertools
 import math
-import pickle
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from emulator.broker.messages import OffsetsSnapshot
+from actors.sim.copying import copy_message
 from emulator.sim.clocks import VirtualClocks
 from emulator.sim.loop import NS_PER_S, ActorContext, SimEventLoop, current_actor
 from emulator.sim.network import LinkRefused, Network
@@ -145,50 +142,6 @@ def _handle_of(key: int) -> SimHandle:
     return _HANDLES[key]
 
 
-SHARED_TYPES: tuple[type, ...] = (OffsetsSnapshot,)
-"""Message parts that are immutable by type: a copy would equal them, so they pass as themselves.
-
-A leader's ``__consumer_offsets`` snapshot rides every replica fetch answer
-(forty a second per follower) and grows with the group's committed offsets;
-pickling it was half the CPU of a 10,000-member run."""
-
-_in_flight: list[Any] = []
-"""The shared parts of the message being copied, by their place in it (see :func:`_copy`)."""
-
-
-def _shared_of(index: int) -> Any:
-    return _in_flight[index]
-
-
-def _by_reference(value: Any) -> tuple[Any, tuple[int]]:
-    _in_flight.append(value)
-    return (_shared_of, (len(_in_flight) - 1,))
-
-
-_DISPATCH: dict[type, Any] = {
-    **copyreg.dispatch_table,
-    **dict.fromkeys(SHARED_TYPES, _by_reference),
-}
-"""The pickler's reducers: copyreg's, and :data:`SHARED_TYPES` by reference."""
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a message as Ray's serialization would make it, handles excepted.
-
-    The C pickler does the work; a :class:`SimHandle` pickles to a reference
-    to itself (``__reduce__``), so it arrives as the same handle, and an
-    immutable part (:data:`SHARED_TYPES`) arrives as itself.
-    """
-    buf = io.BytesIO()
-    try:
-        pickler = pickle.Pickler(buf, pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = _DISPATCH
-        pickler.dump(value)
-        return pickle.loads(buf.getbuffer())
-    finally:
-        _in_flight.clear()
-
-
 class SimActorSystem:
     """Actors on one sim loop, calls over a simulated network, the loop's clocks.
 
@@ -224,7 +177,7 @@ class SimActorSystem:
         self.clocks = VirtualClocks(loop)
         self._factories = dict(factories)
         self._zk_client = zk_client
-        self._copy = _copy if copy_messages else (lambda v: v)
+        self._copy = copy_message if copy_messages else (lambda v: v)
         self._names: dict[str, SimHandle] = {}  # live actors by name
         self._counts: dict[str, int] = {}  # unnamed actors per role, for their names
         self.handles: list[SimHandle] = []  # every actor spawned, in order
