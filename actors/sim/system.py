@@ -452,8 +452,8 @@ class SimActorSystem:
         return self.clocks.mono()
 
     def mono_source(self) -> Callable[[], float] | None:
-        """The loop's time, for every clock of the run."""
-        return self.clocks.mono
+        """The loop's time, for every clock of the run (``loop.time`` itself: one call less)."""
+        return self.loop.time
 
     def wall_source(self) -> Callable[[], float] | None:
         """The virtual wall clock, for every clock of the run."""

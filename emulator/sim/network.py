@@ -173,9 +173,7 @@ class Link:
             at = max(at, self._last_ns + self._gap)
             self._last_ns = at
         ctx = contextvars.Context() if self.dst is None else self.dst.new_context()
-        loop.call_at_ns(
-            at, self._arrive, self._resets, callback, args, on_error, sender, context=ctx
-        )
+        loop._call_at_ns(at, self._arrive, (self._resets, callback, args, on_error, sender), ctx)
         return at
 
     def _arrive(
