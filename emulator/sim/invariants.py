@@ -337,6 +337,22 @@ class Members:
         return None
 
 
+_OWNERSHIP_KINDS: Final[frozenset[str]] = frozenset(
+    k.value
+    for k in (
+        K.OWNERSHIP_CLAIMED,
+        K.OWNERSHIP_RELEASED,
+        K.PARTITIONS_ASSIGNED,
+        K.PARTITIONS_REVOKED,
+        K.PARTITIONS_LOST,
+        K.CONSUMER_CRASHED,
+        K.CONSUMER_STOPPED,
+        K.ZK_SESSION_EXPIRED,
+    )
+)
+"""The kinds :meth:`Ownership.apply` reads; it passes over the others."""
+
+
 class Ownership:
     """Who holds which partition, from the claim and release events.
 
@@ -378,6 +394,8 @@ class Ownership:
         for entry in entries:
             ev = entry[1]
             kind = ev.get("kind")
+            if not isinstance(kind, str) or kind not in _OWNERSHIP_KINDS:
+                continue  # no claim, no release (most events: produced, processed)
             member = member_of(ev)
             if member is None:
                 continue
@@ -396,6 +414,8 @@ class Ownership:
                 for key in sorted(self.held.get((group, member), ()), key=str):
                     row(key, member, t, 0, None, ref_of(entry))
         opened: list[Holding] = []
+        if not rows:
+            return opened
         for (key, member, t, typ), (okey, ref) in sorted(
             rows.items(), key=lambda kv: (kv[0][2], kv[0][3], str(kv[0][0]), kv[0][1])
         ):
@@ -491,6 +511,20 @@ _LIFE_REB: Final[Mapping[str, tuple[int, int]]] = {
 }
 
 
+_TIMELINE_KINDS: Final[frozenset[str]] = frozenset(
+    {
+        K.GROUP_STATE_CHANGED.value,
+        K.MEMBER_REMOVED.value,
+        K.REBALANCE_COMPLETED.value,
+        K.REBALANCE_FAILED.value,
+        K.CONSUMER_STOPPED.value,
+        K.CONSUMER_CRASHED.value,
+        *_LIFE_REB,
+    }
+)
+"""The kinds :meth:`Assignments.on_batch` reads; it passes over the others."""
+
+
 class Universe:
     """The partitions each group is expected to own (``analysis.timelines.partition_universe``).
 
@@ -574,6 +608,8 @@ class Assignments:
         for entry in entries:
             index, ev = entry
             kind = _s(ev.get("kind")) or ""
+            if kind not in _TIMELINE_KINDS:
+                continue  # nothing of a group's timeline (most events: produced, processed)
             group = _s(ev.get("group"))
             member = _s(ev.get("member"))
             if kind == K.GROUP_STATE_CHANGED and group is not None:
