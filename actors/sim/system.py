@@ -34,6 +34,7 @@ import itertools
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from types import CoroutineType
 from typing import Any, TypeVar
 
 from actors.sim.copying import copy_message
@@ -75,11 +76,17 @@ class SimGetTimeout(TimeoutError):
 class SimRef:
     """The pending result of one call: awaitable inside actors, resolved by ``get`` outside."""
 
-    __slots__ = ("future", "label")
+    __slots__ = ("_actor", "_method", "future")
 
-    def __init__(self, future: asyncio.Future[Any], label: str) -> None:
+    def __init__(self, future: asyncio.Future[Any], actor: str, method: str) -> None:
         self.future = future
-        self.label = label
+        self._actor = actor
+        self._method = method
+
+    @property
+    def label(self) -> str:
+        """``<actor>.<method>``: the call, for diagnostics."""
+        return f"{self._actor}.{self._method}"
 
     def __await__(self) -> Generator[Any, None, Any]:
         return self.future.__await__()
@@ -123,7 +130,9 @@ class SimHandle:
     def __getattr__(self, name: str) -> _Method:
         if name.startswith("_"):
             raise AttributeError(name)
-        return _Method(self, name)
+        method = _Method(self, name)
+        self.__dict__[name] = method  # found without __getattr__ from now on (it holds no state)
+        return method
 
     def __reduce__(self) -> tuple[Any, tuple[int]]:
         # Copied into a message: the receiver gets this very handle (see _copy).
@@ -265,7 +274,7 @@ class SimActorSystem:
         loop = self.loop
         caller = current_actor.get()
         fut: asyncio.Future[Any] = loop.create_future()
-        ref = SimRef(fut, f"{handle.name}.{method}")
+        ref = SimRef(fut, handle.name, method)
         if handle.actor.dead:
             loop.call_soon(_fail, fut, SimActorDied(f"actor {handle.name} is dead"))
             return ref
@@ -308,7 +317,10 @@ class SimActorSystem:
         except Exception as exc:
             self._answer(handle, fut, caller, None, exc)
             return
-        if inspect.isawaitable(out):
+        if type(out) is CoroutineType:  # an async method: its coroutine is the task's
+            task = self.loop.create_task(out)
+            task.add_done_callback(lambda t: self._finished(handle, fut, caller, t))
+        elif type(out) not in _PLAIN and inspect.isawaitable(out):
             task = self.loop.create_task(_as_coroutine(out))
             task.add_done_callback(lambda t: self._finished(handle, fut, caller, t))
         else:
@@ -496,6 +508,10 @@ class SimActorSystem:
         """No placement in one process: ``{}``."""
         del placement, role
         return {}
+
+
+_PLAIN: frozenset[type] = frozenset({dict, list, tuple, int, float, str, bool, type(None)})
+"""Result types that are never awaitable (an answer of these needs no ``isawaitable``)."""
 
 
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:

@@ -231,6 +231,22 @@ class SimEventLoop(asyncio.BaseEventLoop):
 
     # ------------------------------------------------------------ scheduling
 
+    def call_soon(
+        self,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """As asyncio's (``BaseEventLoop.call_soon``, pinned by test_cpython_pin), one call less.
+
+        Every task step and future callback comes through here.
+        """
+        if self._closed:  # type: ignore[attr-defined]  # _check_closed(), inlined
+            raise RuntimeError("Event loop is closed")
+        if self._debug:  # type: ignore[attr-defined]
+            return super().call_soon(callback, *args, context=context)
+        return self._call_soon(callback, args, context)
+
     def _call_soon(
         self,
         callback: Callable[..., object],
@@ -385,7 +401,14 @@ class SimEventLoop(asyncio.BaseEventLoop):
         """
         ready = self._ready
         timers = self._timers
-        if self._timers_cancelled:  # else nothing to purge (the common case)
+        cancelled = self._timers_cancelled
+        if cancelled and (  # else _purge_cancelled has nothing to do (the common case)
+            (timers and timers[0][3]._cancelled)
+            or (
+                len(timers) > _COMPACT_MIN_TIMERS
+                and cancelled > _COMPACT_MIN_FRACTION * len(timers)
+            )
+        ):
             self._purge_cancelled()
             timers = self._timers
         if not ready and not self._stopping:
@@ -460,7 +483,13 @@ class SimEventLoop(asyncio.BaseEventLoop):
         coroutine is closed before its first step (so no code of it runs).
         """
         owner = current_actor.get() if context is None else context.get(current_actor)
-        task = super().create_task(coro, name=name, context=context)
+        if self._task_factory is None and not self._debug:  # type: ignore[attr-defined]
+            # BaseEventLoop.create_task, inlined (pinned by test_cpython_pin)
+            if self._closed:  # type: ignore[attr-defined]
+                raise RuntimeError("Event loop is closed")
+            task: asyncio.Task[_T] = asyncio.Task(coro, loop=self, name=name, context=context)  # type: ignore[arg-type]
+        else:
+            task = super().create_task(coro, name=name, context=context)
         if owner is not None:
             if owner.dead:
                 task._log_destroy_pending = False  # type: ignore[attr-defined]

@@ -1,12 +1,13 @@
 """Pins the private CPython asyncio API that ``SimEventLoop`` overrides or relies on.
 
-``emulator/sim/loop.py`` replaces ``BaseEventLoop._run_once``, ``_call_soon``,
-``call_at``, ``call_later`` and ``_timer_handle_cancelled``, reads
+``emulator/sim/loop.py`` replaces ``BaseEventLoop._run_once``, ``call_soon``,
+``_call_soon``, ``call_at``, ``call_later`` and ``_timer_handle_cancelled``, reads
 ``Handle._context``, ``Handle._cancelled``, ``TimerHandle._scheduled`` and the
 loop's ``_ready``/``_stopping``/``_closed``/``_debug``, and does what
 ``Handle.__init__``, ``TimerHandle.__init__`` and ``Handle._run`` do inline (it
-sets the handles' slots itself and runs their callbacks in their contexts). These are private: a Python upgrade may change
-them without notice. This test fails loudly when it does.
+sets the handles' slots itself and runs their callbacks in their contexts).
+These are private: a Python upgrade may change them without notice. This test
+fails loudly when it does.
 
 When it fails after an upgrade: read the new ``asyncio/base_events.py`` and
 ``asyncio/events.py``, adapt ``SimEventLoop`` where the contract moved (3.12
