@@ -177,6 +177,17 @@ class CoordinatorHost:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
 
+    def partitions_with_groups(self) -> set[int]:
+        """The ``__consumer_offsets`` partitions whose :meth:`offsets_snapshot` is not empty.
+
+        Those with a loaded group or a coordinator's group: a replica fetch asks
+        for the others' (empty) snapshots without calling :meth:`offsets_snapshot`.
+        """
+        out = {p for p, groups in self._loaded.items() if groups}
+        for g in self.coordinators:
+            out.add(self.partition_for(g))
+        return out
+
     def offsets_snapshot(self, partition: int) -> OffsetsSnapshot:
         """The committed offsets of the groups of ``partition`` (what its log holds).
 

@@ -47,6 +47,7 @@ from emulator.broker.fetch import FetchSessions
 from emulator.broker.isr import IsrWrite, WriteResult
 from emulator.broker.log import Replica, serve
 from emulator.broker.messages import (
+    EMPTY_OFFSETS_SNAPSHOT,
     NOT_LEADER,
     NOT_LEADER_ANSWER,
     BrokerOutput,
@@ -288,6 +289,7 @@ class ReplicaManager:
         max_n = self.config.max_fetch_messages
         parked = self.fetch.parked
         coordinators = self.coordinators
+        with_groups = set() if coordinators is None else coordinators.partitions_with_groups()
         for tp, offset in fetches.items():
             rep = replicas.get(tp)
             if rep is None or rep.leader != me or follower not in rep.replicas:
@@ -313,7 +315,11 @@ class ReplicaManager:
                 out.append(ExpandIsr(tp, rep, follower))
             payload = None
             if coordinators is not None and tp[0] == OFFSETS_TOPIC:
-                payload = coordinators.offsets_snapshot(tp[1])
+                payload = (
+                    coordinators.offsets_snapshot(tp[1])
+                    if tp[1] in with_groups
+                    else EMPTY_OFFSETS_SNAPSHOT
+                )
             end = offset + max_n
             new_leo = leo if leo < end else end
             answers[tp] = ReplicaFetchAnswer(
