@@ -176,9 +176,14 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     if kind in (_TUPLE, _NAMED):
         if set(map(type, value)) <= _ATOMS:
             return value
-        items = [_copy(v, memo) for v in value]
-        if all(a is b for a, b in zip(items, value, strict=True)):
-            return value  # every part immutable: the tuple is too
+        items = []
+        same = True  # every part immutable (passed as itself): the tuple is too
+        for v in value:
+            c = _copy(v, memo)
+            same = same and c is v
+            items.append(c)
+        if same:
+            return value
         return tuple(items) if kind == _TUPLE else t._make(items)
     if kind == _DICT:
         seen = memo.get(id(value))

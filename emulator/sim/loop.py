@@ -245,7 +245,23 @@ class SimEventLoop(asyncio.BaseEventLoop):
             raise RuntimeError("Event loop is closed")
         if self._debug:  # type: ignore[attr-defined]
             return super().call_soon(callback, *args, context=context)
-        return self._call_soon(callback, args, context)
+        # _call_soon's quick path, inlined
+        if context is None:
+            context = contextvars.copy_context()
+        handle = _new_handle(asyncio.Handle)
+        handle._context = context  # type: ignore[attr-defined]
+        handle._loop = self  # type: ignore[attr-defined]
+        handle._callback = callback  # type: ignore[attr-defined]
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None  # type: ignore[attr-defined]
+        handle._source_traceback = None  # type: ignore[attr-defined]
+        owner = context.get(current_actor)
+        if owner is not None and owner.dead:
+            handle.cancel()
+        else:
+            self._ready.append(handle)
+        return handle
 
     def _call_soon(
         self,
@@ -285,7 +301,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
         """As asyncio's; the due time is ``now_ns + round(delay * 1e9)``, exactly."""
         if delay is None:
             raise TypeError("delay must not be None")
-        return self._call_at_ns(self._now_ns + ns_of(delay), callback, args, context)
+        return self._call_at_ns(self._now_ns + round(delay * NS_PER_S), callback, args, context)
 
     def call_at(
         self,

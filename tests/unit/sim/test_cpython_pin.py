@@ -118,15 +118,15 @@ def test_the_c_task_and_future_schedule_through_the_loop() -> None:
     """The C accelerated Task and Future call ``loop.call_soon`` with the context."""
     loop = SimEventLoop()
     seen: list[tuple[str, object]] = []
-    orig = loop._call_soon
+    orig = loop.call_soon
 
-    def spy(callback: Any, args: Any, context: Any) -> asyncio.Handle:
+    def spy(callback: Any, *args: Any, context: Any = None) -> asyncio.Handle:
         seen.append(
             (type(callback).__name__, None if context is None else context.get(current_actor))
         )
-        return orig(callback, args, context)
+        return orig(callback, *args, context=context)
 
-    loop._call_soon = spy  # type: ignore[method-assign]
+    loop.call_soon = spy  # type: ignore[method-assign, assignment]
     try:
         actor = ActorContext("a")
 
