@@ -104,6 +104,9 @@ class SimEngine:
             its first violation.
         coordinator_factory: replaces the brokers' group coordinators (a
             test's planted bug), or ``None``.
+        summaries: read each protocol's logs back at its end for its result's
+            summary (the manifest's ``counts``); ``explore`` runs without, and
+            sums up only the runs it keeps.
     """
 
     name = ENGINE_NAME
@@ -115,11 +118,13 @@ class SimEngine:
         profile: Profile = BASELINE,
         check: bool = False,
         coordinator_factory: MakeCoordinatorFactory | None = None,
+        summaries: bool = True,
     ) -> None:
         self.seed = seed
         self.profile = profile
         self.check = check
         self.coordinator_factory = coordinator_factory
+        self.summaries = summaries
         self.monitors: dict[str, Monitor] = {}
         """Per protocol, its run's monitor (with ``check``)."""
         self._scenario: Scenario | None = None
@@ -251,6 +256,7 @@ class SimEngine:
             storage=self._storage,
             system=system,
             tap=monitor,
+            summarize_logs=self.summaries,
         )
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:
