@@ -409,64 +409,71 @@ class SimEventLoop(asyncio.BaseEventLoop):
     # ------------------------------------------------------------------ step
 
     def _run_once(self) -> None:
-        """One iteration: run what is ready, else jump to the next timer.
+        """Iterations until the loop is asked to stop: run what is ready, else jump in time.
 
         Overrides CPython 3.11's private ``BaseEventLoop._run_once`` (no selector
-        to poll). Raises :class:`SimQuiescent` when nothing is ready, nothing is
-        scheduled and the loop was not asked to stop.
+        to poll). ``run_forever`` calls it until ``_stopping`` is set; it goes on
+        itself while it is not (the same iterations, one call). Raises
+        :class:`SimQuiescent` when nothing is ready, nothing is scheduled and the
+        loop was not asked to stop.
         """
         ready = self._ready
-        timers = self._timers
-        cancelled = self._timers_cancelled
-        if cancelled and (  # else _purge_cancelled has nothing to do (the common case)
-            (timers and timers[0][3]._cancelled)
-            or (
-                len(timers) > _COMPACT_MIN_TIMERS
-                and cancelled > _COMPACT_MIN_FRACTION * len(timers)
-            )
-        ):
-            self._purge_cancelled()
+        while True:  # run_forever's loop, without a call per iteration
             timers = self._timers
-        if not ready and not self._stopping:
-            limit = self._limit_ns
-            if limit is not None and limit < self._now_ns:
-                limit = self._now_ns  # time never goes back: what is due now still runs
-            if not timers or (limit is not None and timers[0][0] > limit):
-                if limit is None:
-                    raise SimQuiescent(f"nothing ready and no timer pending at t={self._now_ns} ns")
-                self._now_ns = limit
-                self._stopping = True
-                return
-            self._now_ns = max(self._now_ns, timers[0][0])
-        now = self._now_ns
-        while timers and timers[0][0] <= now:
-            timer = heapq.heappop(timers)[3]
-            timer._scheduled = False  # type: ignore[attr-defined]
-            if timer._cancelled:
-                self._timers_cancelled -= 1
-            else:
-                ready.append(timer)
-        # Run what is ready now, not what these callbacks add (asyncio's batch).
-        for _ in range(len(ready)):
-            if not ready:
-                break
-            handle = ready.popleft()
-            if handle._cancelled:
-                continue
-            context = handle._context  # type: ignore[attr-defined]
-            owner = context.get(current_actor)  # _owner, inlined
-            if owner is not None:
-                if owner.dead:
-                    continue  # dropped: the process is gone
-                if owner._deferred or owner.stalled_until_ns > now:
-                    owner._deferred.append(handle)
+            cancelled = self._timers_cancelled
+            if cancelled and (  # else _purge_cancelled has nothing to do (the common case)
+                (timers and timers[0][3]._cancelled)
+                or (
+                    len(timers) > _COMPACT_MIN_TIMERS
+                    and cancelled > _COMPACT_MIN_FRACTION * len(timers)
+                )
+            ):
+                self._purge_cancelled()
+                timers = self._timers
+            if not ready and not self._stopping:
+                limit = self._limit_ns
+                if limit is not None and limit < self._now_ns:
+                    limit = self._now_ns  # time never goes back: what is due now still runs
+                if not timers or (limit is not None and timers[0][0] > limit):
+                    if limit is None:
+                        raise SimQuiescent(
+                            f"nothing ready and no timer pending at t={self._now_ns} ns"
+                        )
+                    self._now_ns = limit
+                    self._stopping = True
+                    return
+                self._now_ns = max(self._now_ns, timers[0][0])
+            now = self._now_ns
+            while timers and timers[0][0] <= now:
+                timer = heapq.heappop(timers)[3]
+                timer._scheduled = False  # type: ignore[attr-defined]
+                if timer._cancelled:
+                    self._timers_cancelled -= 1
+                else:
+                    ready.append(timer)
+            # Run what is ready now, not what these callbacks add (asyncio's batch).
+            for _ in range(len(ready)):
+                if not ready:
+                    break
+                handle = ready.popleft()
+                if handle._cancelled:
                     continue
-            try:  # Handle._run, inlined (pinned by test_cpython_pin)
-                context.run(handle._callback, *handle._args)  # type: ignore[attr-defined]
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                _report_callback_error(self, handle, exc)
+                context = handle._context  # type: ignore[attr-defined]
+                owner = context.get(current_actor)  # _owner, inlined
+                if owner is not None:
+                    if owner.dead:
+                        continue  # dropped: the process is gone
+                    if owner._deferred or owner.stalled_until_ns > now:
+                        owner._deferred.append(handle)
+                        continue
+                try:  # Handle._run, inlined (pinned by test_cpython_pin)
+                    context.run(handle._callback, *handle._args)  # type: ignore[attr-defined]
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    _report_callback_error(self, handle, exc)
+            if self._stopping:
+                return
 
     # --------------------------------------------------------------- actors
 
