@@ -1015,6 +1015,10 @@ class Epochs:
 # --------------------------------------------------------------- one protocol
 
 
+_PROCESSED: Final = K.PROCESSED.value
+_PRODUCED: Final = K.PRODUCED.value
+
+
 class ProtocolChecks:
     """Every check of one protocol's run, fed one instant at a time.
 
@@ -1055,43 +1059,48 @@ class ProtocolChecks:
         self.batches += 1
         batch = self.batches
         out: list[Finding] = []
+        # (_t, _s inlined: every event of the run passes here)
+        t_last = self.t_last
         for entry in entries:
             ev = entry[1]
-            et = _t(ev)
-            self.t_last = et if self.t_last is None else max(self.t_last, et)
-            member, mid = _s(ev.get("member")), _s(ev.get("member_id"))
-            group = _s(ev.get("group"))
-            if (
-                member is not None
-                and group is not None
-                and (self.first_group is None or group < self.first_group)
-            ):
-                self.first_group = group
-            if member is not None and mid is not None and self.members.learn(group, member, mid):
-                self.assignments.learned(group, member, mid)
-            kind = ev.get("kind")
-            if kind == K.MEMBER_REMOVED and member is None and mid is not None:
+            v = ev.get("t_emu_ms")
+            et = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+            if t_last is None or et > t_last:  # max(t_last, et)
+                t_last = et
+            v = ev.get("member")
+            member = v if isinstance(v, str) else None
+            v = ev.get("member_id")
+            mid = v if isinstance(v, str) else None
+            v = ev.get("group")
+            group = v if isinstance(v, str) else None
+            if member is not None:
+                if group is not None and (self.first_group is None or group < self.first_group):
+                    self.first_group = group
+                if mid is not None and self.members.learn(group, member, mid):
+                    self.assignments.learned(group, member, mid)
+            elif mid is not None and ev.get("kind") == K.MEMBER_REMOVED:
                 self.members.removals[(group, mid)].append((et, ref_of(entry)))
+        self.t_last = t_last
         opened = self.ownership.apply(entries)
         for h in opened:
             self.universe.claim(h.key[0], (h.key[1], h.key[2]), batch)
         for entry in entries:
             ev = entry[1]
             kind = ev.get("kind")
-            if kind == K.OFFSETS_COMMITTED:
-                out.extend(self._commit(entry))
-            elif kind == K.PROCESSED:
+            if kind == _PROCESSED:  # the two kinds of most events, first
                 found = self.processing.add(entry)
                 if found is not None:
                     out.append(found)
                 self.offsets.on_event(entry)
-            elif kind == K.PRODUCED:
+            elif kind == _PRODUCED:
                 tp = _tp(ev)
                 if tp is not None:
                     self.universe.produce(tp, batch)
                 found = self.offsets.on_event(entry)
                 if found is not None and self.self_checks:
                     out.append(found)
+            elif kind == K.OFFSETS_COMMITTED:
+                out.extend(self._commit(entry))
             elif kind in (K.RECORDS_ABANDONED, K.LEADER_CHANGED):
                 self.offsets.on_event(entry)
                 if kind == K.LEADER_CHANGED and self.self_checks:
