@@ -70,6 +70,9 @@ from emulator.events import EventKind
 from emulator.modern.placement import OFFSETS_TOPIC
 from emulator.settings import BrokerSettings
 
+_answer = tuple.__new__
+"""Builds a named tuple from its fields' tuple (``_make``'s way, without its Python frames)."""
+
 _NOT_LEADER_REPLICA_ANSWER = ReplicaFetchAnswer(NOT_LEADER, NOT_LEADER, NOT_LEADER, None)
 """A replica fetch's answer for a partition this broker does not lead (immutable: shared)."""
 
@@ -303,12 +306,14 @@ class ReplicaManager:
             rep.follower_update_ms[follower] = now_ms
             if offset >= leo:
                 rep.follower_caught_up_ms[follower] = now_ms
-            grew, acks = rep.advance_hw(me)  # _advance_hw, inlined
-            if grew and tp in parked:
-                out += self.fetch.wake(tp)
-            if acks:
-                out += acks
             hw = rep.hw
+            if hw != leo or rep.waiters:  # else advance_hw can change nothing: HW <= LEO
+                grew, acks = rep.advance_hw(me)  # _advance_hw, inlined
+                if grew and tp in parked:
+                    out += self.fetch.wake(tp)
+                if acks:
+                    out += acks
+                hw = rep.hw
             if follower not in rep.isr and caught_up_for_expand(
                 follower, offset, hw, rep.replicas, rep.isr
             ):
@@ -322,8 +327,9 @@ class ReplicaManager:
                 )
             end = offset + max_n
             new_leo = leo if leo < end else end
-            answers[tp] = ReplicaFetchAnswer(
-                new_leo, hw if hw < new_leo else new_leo, rep.log_start, payload
+            answers[tp] = _answer(
+                ReplicaFetchAnswer,
+                (new_leo, hw if hw < new_leo else new_leo, rep.log_start, payload),
             )
         return ReplicaFetchResult(answers, out)
 
