@@ -166,6 +166,28 @@ def _all_immutable(values: Any) -> bool:
     return set(map(type, chain.from_iterable(values))) <= _ATOMS
 
 
+_KNOWN_KEYS: dict[int, Any] = {}
+"""Dict keys found immutable before, by id, each held (so its id stays its own).
+
+The keys of the common messages are the same objects message after message (a
+follower's fetch names its partitions by the tuples its replicas are keyed by,
+and the answer by the same): found here, they need no second look."""
+_KNOWN_KEYS_MAX = 100_000
+"""Forget them all beyond this many (keys made for one message only would pile up)."""
+
+
+def _immutable_keys(keys: Any) -> bool:
+    """:func:`_all_immutable` for a dict's keys, remembering those it found immutable."""
+    if None not in map(_KNOWN_KEYS.get, map(id, keys)):
+        return True
+    if not _all_immutable(keys):
+        return False
+    if len(_KNOWN_KEYS) > _KNOWN_KEYS_MAX:
+        _KNOWN_KEYS.clear()
+    _KNOWN_KEYS.update(zip(map(id, keys), keys, strict=True))
+    return True
+
+
 def _copy(value: Any, memo: dict[int, Any]) -> Any:
     t = type(value)
     kind = _KIND.get(t)
@@ -189,7 +211,7 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
         seen = memo.get(id(value))
         if seen is not None:
             return seen
-        if _all_immutable(value) and _all_immutable(value.values()):
+        if _immutable_keys(value) and _all_immutable(value.values()):
             out: dict[Any, Any] = dict(value)
         else:
             out = {}

@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -208,7 +209,7 @@ class SimEngine:
             gc.set_threshold(max(t0, SIM_GC_THRESHOLD0), t1, max(t2, SIM_GC_THRESHOLD2))
         streams = Streams(self._seed(scenario))
         ties = streams.stream("explore/ties") if profile.ties else None
-        loop = SimEventLoop(tie_breaker=None if ties is None else lambda: ties.getrandbits(32))
+        loop = SimEventLoop(tie_breaker=None if ties is None else partial(ties.getrandbits, 32))
         session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
         ensemble = SimEnsemble(
             loop,

@@ -168,3 +168,27 @@ def test_other_types_go_through_pickle(value: Any) -> None:
     assert got == value and type(got) is type(value)
     assert not set(_mutables(got, {})) & set(_mutables(value, {}))
     assert pickle.dumps(got) == pickle.dumps(pickle_copy(value))
+
+
+class LikeKey:
+    """Hashable, equal to a partition's key, and mutable: never to be shared."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def __hash__(self) -> int:
+        return hash(("t", 0))
+
+    def __eq__(self, other: object) -> bool:
+        return other == ("t", 0)
+
+
+def test_keys_known_immutable_are_known_by_identity_only() -> None:
+    key = ("t", 0)
+    assert copy_message({key: 1}) == {key: 1}  # now known
+    got = copy_message({key: 2})
+    assert next(iter(got)) is key  # shared: immutable
+    odd = LikeKey()
+    again = copy_message({odd: 3})
+    assert next(iter(again)) is not odd  # equal to a known key, but not it: pickled
+    assert isinstance(next(iter(again)), LikeKey)
