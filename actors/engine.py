@@ -39,6 +39,9 @@ class EngineParts:
         system: what the actors run on.
         zk_auth: the ``--zk-auth`` of the run (:class:`zk_registry.auth.ZkAuth`), or ``None``.
         tap: sees every event the orchestrator logs (the sim's online monitor), or ``None``.
+        summarize_logs: read the protocol's logs back at its end for its result's
+            summary (the manifest's ``counts``); ``False`` leaves it empty
+            (``explore``'s seeds, whose runs are deleted unless kept).
     """
 
     zk_hosts: list[str]
@@ -48,6 +51,7 @@ class EngineParts:
     system: ActorSystem
     zk_auth: Any = None
     tap: Callable[[Event], None] | None = None
+    summarize_logs: bool = True
 
 
 class RunEngine(Protocol):

@@ -124,6 +124,8 @@ class ProtocolRun:
         self.zk_base = ""  # the chroot of a user's --zookeeper connect string
         self.zk_auth: Any = None  # --zk-auth (zk_registry.auth.ZkAuth)
         self.tap: Callable[[Event], None] | None = None  # sees the orchestrator's events
+        # read the logs back for the result's summary at the end (explore's seeds do not)
+        self.summarize_logs = True
         # actor -> node and each node's clock offset (actors.placement.measure_nodes)
         self.placement_report: dict[str, Any] = {}
         self.lost_hosts: set[int] = set()  # hosts that died unasked (their node was lost)
@@ -335,7 +337,7 @@ class ProtocolRun:
             self._gather_logs()
             if not self.interrupted:
                 self._restore_zookeeper()
-            summary = summarize(self._read_events())
+            summary = summarize(self._read_events()) if self.summarize_logs else RunSummary()
             self.result = ProtocolResult(
                 self.protocol, status, summary, self.system.monotonic() - wall0, self.notes
             )
@@ -974,6 +976,7 @@ def run_scenario(
             pr.zk_base = mine.zk_base
             pr.zk_auth = mine.zk_auth
             pr.tap = mine.tap
+            pr.summarize_logs = mine.summarize_logs
             try:
                 result = pr.run()
             finally:

@@ -169,10 +169,11 @@ class _Stamping(ABC):
         """
         if self.closed:
             raise ValueError(f"event writer {self._name()} is closed")
+        value: str = kind._value_  # kind.value without the enum property's call
         ev: Event = {
             "v": SCHEMA_VERSION,
             "seq": self._seq,
-            "kind": kind.value,
+            "kind": value,
             "t_emu_ms": float(self._emu_clock()),
             "ts_wall": self._wall_clock(),
             "ts_mono": self._mono_clock(),
@@ -188,7 +189,7 @@ class _Stamping(ABC):
         if self._validate:
             validate_event(ev)
         self._seq += 1
-        self.count_by_kind[kind.value] = self.count_by_kind.get(kind.value, 0) + 1
+        self.count_by_kind[value] = self.count_by_kind.get(value, 0) + 1
         if self._held is not None:
             self._held.append(ev)
             return

@@ -20,7 +20,8 @@ plus every timeline action and fault), the violating run's directory
 ``<protocol>-s<seed>/`` (its logs stop at the violation) and the command that
 replays it. ``explore.json`` sums up every protocol's seeds.
 
-Runs write their logs to a temporary directory that a clean seed deletes.
+Runs write their logs to a temporary directory that a clean seed deletes; only
+a kept run's logs are read back for its summary (the manifest's ``counts``).
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ from actors.io import MakeCoordinatorFactory
 from actors.orchestrator import run_scenario
 from actors.run_files import RunError, write_manifest
 from actors.sim.run import SimEngine
+from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import Event
 from emulator.scenario import Scenario
 from emulator.sim import engine_version
 from emulator.sim.profile import Profile, profile_to_toml
+from emulator.summary import summarize
 
 if TYPE_CHECKING:
     from actors.sim.shrink import ShrinkResult
@@ -149,8 +152,13 @@ def run_seed(
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="explore-") as tmp:
         out = Path(tmp) / "run"
+        # No summary (the logs read back) for a run that is deleted: a kept one gets it below.
         engine = SimEngine(
-            seed, profile=profile, check=True, coordinator_factory=coordinator_factory
+            seed,
+            profile=profile,
+            check=True,
+            coordinator_factory=coordinator_factory,
+            summaries=False,
         )
         try:
             results = run_scenario(scenario, [protocol], out, engine=engine)
@@ -189,11 +197,21 @@ def run_seed(
             error=error,
         )
         if first is not None and keep is not None:
+            _sum_up(out, manifest, protocol)
             if keep.exists():
                 shutil.rmtree(keep)
             keep.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(out), str(keep))
     return outcome
+
+
+def _sum_up(run_dir: Path, manifest: dict[str, Any], protocol: str) -> None:
+    """A kept run's manifest gets its protocol's summary, as a ``run`` writes it."""
+    doc = manifest.get("protocols", {}).get(protocol)
+    if doc is None:
+        return
+    doc["counts"] = summarize(read_run_events(run_dir / protocol / "events", ReadStats())).to_dict()
+    write_manifest(run_dir / "manifest.json", manifest)
 
 
 def _batches(seeds: Sequence[int], size: int) -> Iterator[list[int]]:

@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +81,15 @@ most every 1000 middle ones (~7 million allocations): one in that run, 58 CPU
 seconds in all, for 25% more peak memory (the cycles left for longer). The
 schedule does not depend on it (same log digests)."""
 
+SIM_GC_THRESHOLD0 = 10_000
+"""The cyclic collector's first threshold while a world runs (CPython's default: 700).
+
+A world allocates and frees containers by the hundred thousand a second of
+virtual time (handles, futures, event dicts, messages), almost all freed by
+their reference counts; at 700 the young generation was collected ~230 times
+per explored seed for little garbage (~5% of its CPU), at 10,000 a few times.
+The schedule does not depend on it (same log digests)."""
+
 SIM_LOGGERS = ("zk_registry.sim",)
 """The loggers of the simulated parts, written to the run's ``sim-engine.log``."""
 
@@ -104,6 +114,9 @@ class SimEngine:
             its first violation.
         coordinator_factory: replaces the brokers' group coordinators (a
             test's planted bug), or ``None``.
+        summaries: read each protocol's logs back at its end for its result's
+            summary (the manifest's ``counts``); ``explore`` runs without, and
+            sums up only the runs it keeps.
     """
 
     name = ENGINE_NAME
@@ -115,11 +128,13 @@ class SimEngine:
         profile: Profile = BASELINE,
         check: bool = False,
         coordinator_factory: MakeCoordinatorFactory | None = None,
+        summaries: bool = True,
     ) -> None:
         self.seed = seed
         self.profile = profile
         self.check = check
         self.coordinator_factory = coordinator_factory
+        self.summaries = summaries
         self.monitors: dict[str, Monitor] = {}
         """Per protocol, its run's monitor (with ``check``)."""
         self._scenario: Scenario | None = None
@@ -191,16 +206,16 @@ class SimEngine:
         if self._gc_threshold is None:
             self._gc_threshold = gc.get_threshold()
             t0, t1, t2 = self._gc_threshold
-            gc.set_threshold(t0, t1, max(t2, SIM_GC_THRESHOLD2))
+            gc.set_threshold(max(t0, SIM_GC_THRESHOLD0), t1, max(t2, SIM_GC_THRESHOLD2))
         streams = Streams(self._seed(scenario))
         ties = streams.stream("explore/ties") if profile.ties else None
         late_table = profile.timer_late
         late = None if late_table is None else streams.stream("explore/timers")
         loop = SimEventLoop(
-            tie_breaker=None if ties is None else lambda: ties.getrandbits(32),
+            tie_breaker=None if ties is None else partial(ties.getrandbits, 32),
             timer_lateness=None
             if late is None or late_table is None
-            else lambda: late_table.draw(late),
+            else partial(late_table.draw, late),
         )
         session_ms = int(scenario.kafka_config("zookeeper.session.timeout.ms"))
         ensemble = SimEnsemble(
@@ -258,6 +273,7 @@ class SimEngine:
             storage=self._storage,
             system=system,
             tap=monitor,
+            summarize_logs=self.summaries,
         )
 
     def protocol_done(self, run: ProtocolRun, manifest: dict[str, Any]) -> None:

@@ -10,8 +10,8 @@ Actors are plain instances of the real engine's shells living on one
   context (an ``async`` method as a task of the actor, a plain one right
   there, as Ray runs every method of an async actor on its one loop), and the
   result travels back over the actor -> caller link. Arguments and results
-  are copied (pickled and unpickled, as Ray serializes them), except actor
-  handles, which pass as themselves.
+  are copied as Ray serializes them (equal values sharing nothing mutable;
+  :mod:`actors.sim.copying`), except actor handles, which pass as themselves.
 * **Death** is Ray's: :meth:`SimActorSystem.kill` ends the actor at once (no
   callback of it runs again, no ``finally``), every call in flight to it
   fails with :class:`SimActorDied`, and so does every later call. Its name is
@@ -29,17 +29,15 @@ Actors are plain instances of the real engine's shells living on one
 from __future__ import annotations
 
 import asyncio
-import copyreg
 import inspect
-import io
 import itertools
 import math
-import pickle
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from types import CoroutineType
 from typing import Any, TypeVar
 
-from emulator.broker.messages import OffsetsSnapshot
+from actors.sim.copying import copy_message
 from emulator.sim.clocks import VirtualClocks
 from emulator.sim.loop import NS_PER_S, ActorContext, SimEventLoop, current_actor
 from emulator.sim.network import LinkRefused, Network
@@ -78,11 +76,17 @@ class SimGetTimeout(TimeoutError):
 class SimRef:
     """The pending result of one call: awaitable inside actors, resolved by ``get`` outside."""
 
-    __slots__ = ("future", "label")
+    __slots__ = ("_actor", "_method", "future")
 
-    def __init__(self, future: asyncio.Future[Any], label: str) -> None:
+    def __init__(self, future: asyncio.Future[Any], actor: str, method: str) -> None:
         self.future = future
-        self.label = label
+        self._actor = actor
+        self._method = method
+
+    @property
+    def label(self) -> str:
+        """``<actor>.<method>``: the call, for diagnostics."""
+        return f"{self._actor}.{self._method}"
 
     def __await__(self) -> Generator[Any, None, Any]:
         return self.future.__await__()
@@ -126,7 +130,9 @@ class SimHandle:
     def __getattr__(self, name: str) -> _Method:
         if name.startswith("_"):
             raise AttributeError(name)
-        return _Method(self, name)
+        method = _Method(self, name)
+        self.__dict__[name] = method  # found without __getattr__ from now on (it holds no state)
+        return method
 
     def __reduce__(self) -> tuple[Any, tuple[int]]:
         # Copied into a message: the receiver gets this very handle (see _copy).
@@ -143,50 +149,6 @@ _HANDLE_KEYS = itertools.count(1)
 
 def _handle_of(key: int) -> SimHandle:
     return _HANDLES[key]
-
-
-SHARED_TYPES: tuple[type, ...] = (OffsetsSnapshot,)
-"""Message parts that are immutable by type: a copy would equal them, so they pass as themselves.
-
-A leader's ``__consumer_offsets`` snapshot rides every replica fetch answer
-(forty a second per follower) and grows with the group's committed offsets;
-pickling it was half the CPU of a 10,000-member run."""
-
-_in_flight: list[Any] = []
-"""The shared parts of the message being copied, by their place in it (see :func:`_copy`)."""
-
-
-def _shared_of(index: int) -> Any:
-    return _in_flight[index]
-
-
-def _by_reference(value: Any) -> tuple[Any, tuple[int]]:
-    _in_flight.append(value)
-    return (_shared_of, (len(_in_flight) - 1,))
-
-
-_DISPATCH: dict[type, Any] = {
-    **copyreg.dispatch_table,
-    **dict.fromkeys(SHARED_TYPES, _by_reference),
-}
-"""The pickler's reducers: copyreg's, and :data:`SHARED_TYPES` by reference."""
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a message as Ray's serialization would make it, handles excepted.
-
-    The C pickler does the work; a :class:`SimHandle` pickles to a reference
-    to itself (``__reduce__``), so it arrives as the same handle, and an
-    immutable part (:data:`SHARED_TYPES`) arrives as itself.
-    """
-    buf = io.BytesIO()
-    try:
-        pickler = pickle.Pickler(buf, pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = _DISPATCH
-        pickler.dump(value)
-        return pickle.loads(buf.getbuffer())
-    finally:
-        _in_flight.clear()
 
 
 class SimActorSystem:
@@ -224,7 +186,7 @@ class SimActorSystem:
         self.clocks = VirtualClocks(loop)
         self._factories = dict(factories)
         self._zk_client = zk_client
-        self._copy = _copy if copy_messages else (lambda v: v)
+        self._copy = copy_message if copy_messages else (lambda v: v)
         self._names: dict[str, SimHandle] = {}  # live actors by name
         self._counts: dict[str, int] = {}  # unnamed actors per role, for their names
         self.handles: list[SimHandle] = []  # every actor spawned, in order
@@ -312,7 +274,7 @@ class SimActorSystem:
         loop = self.loop
         caller = current_actor.get()
         fut: asyncio.Future[Any] = loop.create_future()
-        ref = SimRef(fut, f"{handle.name}.{method}")
+        ref = SimRef(fut, handle.name, method)
         if handle.actor.dead:
             loop.call_soon(_fail, fut, SimActorDied(f"actor {handle.name} is dead"))
             return ref
@@ -355,7 +317,10 @@ class SimActorSystem:
         except Exception as exc:
             self._answer(handle, fut, caller, None, exc)
             return
-        if inspect.isawaitable(out):
+        if type(out) is CoroutineType:  # an async method: its coroutine is the task's
+            task = self.loop.create_task(out)
+            task.add_done_callback(lambda t: self._finished(handle, fut, caller, t))
+        elif type(out) not in _PLAIN and inspect.isawaitable(out):
             task = self.loop.create_task(_as_coroutine(out))
             task.add_done_callback(lambda t: self._finished(handle, fut, caller, t))
         else:
@@ -499,8 +464,8 @@ class SimActorSystem:
         return self.clocks.mono()
 
     def mono_source(self) -> Callable[[], float] | None:
-        """The loop's time, for every clock of the run."""
-        return self.clocks.mono
+        """The loop's time, for every clock of the run (``loop.time`` itself: one call less)."""
+        return self.loop.time
 
     def wall_source(self) -> Callable[[], float] | None:
         """The virtual wall clock, for every clock of the run."""
@@ -543,6 +508,10 @@ class SimActorSystem:
         """No placement in one process: ``{}``."""
         del placement, role
         return {}
+
+
+_PLAIN: frozenset[type] = frozenset({dict, list, tuple, int, float, str, bool, type(None)})
+"""Result types that are never awaitable (an answer of these needs no ``isawaitable``)."""
 
 
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:

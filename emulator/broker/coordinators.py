@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from emulator.broker.messages import GroupOffsets, OffsetsSnapshot
+from emulator.broker.messages import EMPTY_OFFSETS_SNAPSHOT, GroupOffsets, OffsetsSnapshot
 from emulator.events import EventKind
 from emulator.modern.config import modern_properties
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
@@ -177,13 +177,29 @@ class CoordinatorHost:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
 
+    def partitions_with_groups(self) -> set[int]:
+        """The ``__consumer_offsets`` partitions whose :meth:`offsets_snapshot` is not empty.
+
+        Those with a loaded group or a coordinator's group: a replica fetch asks
+        for the others' (empty) snapshots without calling :meth:`offsets_snapshot`.
+        """
+        out = {p for p, groups in self._loaded.items() if groups}
+        for g in self.coordinators:
+            out.add(self.partition_for(g))
+        return out
+
     def offsets_snapshot(self, partition: int) -> OffsetsSnapshot:
-        """The committed offsets of the groups of ``partition`` (what its log holds)."""
-        out = {g: dict(o) for g, o in self._loaded.get(partition, {}).items()}
+        """The committed offsets of the groups of ``partition`` (what its log holds).
+
+        Asked for each of the partitions a follower fetches, forty times a
+        second; most hold no group, and get the one empty snapshot.
+        """
+        loaded = self._loaded.get(partition)
+        out = {g: dict(o) for g, o in loaded.items()} if loaded else {}
         for g, coord in self.coordinators.items():
             if self.partition_for(g) == partition:
                 out[g] = dict(coord.committed_offsets())
-        return OffsetsSnapshot(out)
+        return OffsetsSnapshot(out) if out else EMPTY_OFFSETS_SNAPSHOT
 
     def _create(self, group_id: str) -> GroupCoordinator:
         loaded = self._loaded.get(self.partition_for(group_id), {})

@@ -73,15 +73,16 @@ class Replica:
         """
         if self.leader != broker_id:
             return False, []
-        leos = [self.leo]
+        hw = self.leo
+        follower_leo = self.follower_leo
         for r in self.isr:
             if r == broker_id:
                 continue
-            leo = self.follower_leo.get(r)
+            leo = follower_leo.get(r)
             if leo is None:
                 return False, []  # a follower of unknown LEO holds the HW where it is
-            leos.append(leo)
-        hw = min(leos)
+            if leo < hw:
+                hw = leo
         grew = hw > self.hw
         if grew:
             self.hw = hw

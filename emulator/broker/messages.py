@@ -70,6 +70,10 @@ class OffsetsSnapshot(Mapping[str, Mapping[TopicPartition, int]]):
         return f"OffsetsSnapshot({self._groups!r})"
 
 
+EMPTY_OFFSETS_SNAPSHOT = OffsetsSnapshot({})
+"""The snapshot of a ``__consumer_offsets`` partition that holds no group (shared: immutable)."""
+
+
 #: Answer codes in place of a start offset.
 NOT_LEADER = -1  # NotLeaderForPartition (or UnknownTopicOrPartition)
 TIMED_OUT = -2  # RequestTimedOut: the HW did not cover the batch in time

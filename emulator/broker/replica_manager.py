@@ -47,6 +47,7 @@ from emulator.broker.fetch import FetchSessions
 from emulator.broker.isr import IsrWrite, WriteResult
 from emulator.broker.log import Replica, serve
 from emulator.broker.messages import (
+    EMPTY_OFFSETS_SNAPSHOT,
     NOT_LEADER,
     NOT_LEADER_ANSWER,
     BrokerOutput,
@@ -68,6 +69,12 @@ from emulator.controller import (
 from emulator.events import EventKind
 from emulator.modern.placement import OFFSETS_TOPIC
 from emulator.settings import BrokerSettings
+
+_answer = tuple.__new__
+"""Builds a named tuple from its fields' tuple (``_make``'s way, without its Python frames)."""
+
+_NOT_LEADER_REPLICA_ANSWER = ReplicaFetchAnswer(NOT_LEADER, NOT_LEADER, NOT_LEADER, None)
+"""A replica fetch's answer for a partition this broker does not lead (immutable: shared)."""
 
 #: Bytes of one emulated message (emulator knob), so a fetch of
 #: ``replica.fetch.max.bytes`` = 1048576 copies 1024 messages.
@@ -277,26 +284,53 @@ class ReplicaManager:
         """
         answers: dict[TopicPartition, ReplicaFetchAnswer] = {}
         out: list[BrokerOutput] = []
+        # Forty fetches a second per follower, each over every partition the
+        # follower replicates from here, most of them idle: the loop body is
+        # kept to what each partition needs (the same rules, read once).
+        replicas = self.replicas
+        me = self.broker_id
+        max_n = self.config.max_fetch_messages
+        parked = self.fetch.parked
+        coordinators = self.coordinators
+        with_groups = set() if coordinators is None else coordinators.partitions_with_groups()
         for tp, offset in fetches.items():
-            rep = self.replicas.get(tp)
-            if rep is None or rep.leader != self.broker_id or follower not in rep.replicas:
-                answers[tp] = ReplicaFetchAnswer(NOT_LEADER, NOT_LEADER, NOT_LEADER, None)
+            rep = replicas.get(tp)
+            if rep is None or rep.leader != me or follower not in rep.replicas:
+                answers[tp] = _NOT_LEADER_REPLICA_ANSWER
                 continue
-            if offset > rep.leo:  # OffsetOutOfRange: the follower truncates
-                answers[tp] = ReplicaFetchAnswer(rep.leo, rep.hw, rep.log_start, None)
+            leo = rep.leo
+            if offset > leo:  # OffsetOutOfRange: the follower truncates
+                answers[tp] = ReplicaFetchAnswer(leo, rep.hw, rep.log_start, None)
                 continue
             rep.follower_leo[follower] = offset
             rep.follower_update_ms[follower] = now_ms
-            if offset >= rep.leo:
+            if offset >= leo:
                 rep.follower_caught_up_ms[follower] = now_ms
-            self._advance_hw(tp, rep, out)
-            if caught_up_for_expand(follower, offset, rep.hw, rep.replicas, rep.isr):
+            hw = rep.hw
+            if hw != leo or rep.waiters:  # else advance_hw can change nothing: HW <= LEO
+                grew, acks = rep.advance_hw(me)  # _advance_hw, inlined
+                if grew and tp in parked:
+                    out += self.fetch.wake(tp)
+                if acks:
+                    out += acks
+                hw = rep.hw
+            if follower not in rep.isr and caught_up_for_expand(
+                follower, offset, hw, rep.replicas, rep.isr
+            ):
                 out.append(ExpandIsr(tp, rep, follower))
             payload = None
-            if tp[0] == OFFSETS_TOPIC and self.coordinators is not None:
-                payload = self.coordinators.offsets_snapshot(tp[1])
-            new_leo = min(rep.leo, offset + self.config.max_fetch_messages)
-            answers[tp] = ReplicaFetchAnswer(new_leo, min(rep.hw, new_leo), rep.log_start, payload)
+            if coordinators is not None and tp[0] == OFFSETS_TOPIC:
+                payload = (
+                    coordinators.offsets_snapshot(tp[1])
+                    if tp[1] in with_groups
+                    else EMPTY_OFFSETS_SNAPSHOT
+                )
+            end = offset + max_n
+            new_leo = leo if leo < end else end
+            answers[tp] = _answer(
+                ReplicaFetchAnswer,
+                (new_leo, hw if hw < new_leo else new_leo, rep.log_start, payload),
+            )
         return ReplicaFetchResult(answers, out)
 
     def replica_fetches(self, busy: Container[int]) -> dict[int, dict[TopicPartition, int]]:
@@ -328,7 +362,7 @@ class ReplicaManager:
                 continue
             rep.leo = new_leo
             rep.log_start = log_start
-            rep.hw = min(hw, rep.leo)
+            rep.hw = hw if hw < new_leo else new_leo
             if payload is not None:
                 self.offsets_replica[tp[1]] = payload
 

@@ -337,6 +337,22 @@ class Members:
         return None
 
 
+_OWNERSHIP_KINDS: Final[frozenset[str]] = frozenset(
+    k.value
+    for k in (
+        K.OWNERSHIP_CLAIMED,
+        K.OWNERSHIP_RELEASED,
+        K.PARTITIONS_ASSIGNED,
+        K.PARTITIONS_REVOKED,
+        K.PARTITIONS_LOST,
+        K.CONSUMER_CRASHED,
+        K.CONSUMER_STOPPED,
+        K.ZK_SESSION_EXPIRED,
+    )
+)
+"""The kinds :meth:`Ownership.apply` reads; it passes over the others."""
+
+
 class Ownership:
     """Who holds which partition, from the claim and release events.
 
@@ -378,6 +394,8 @@ class Ownership:
         for entry in entries:
             ev = entry[1]
             kind = ev.get("kind")
+            if not isinstance(kind, str) or kind not in _OWNERSHIP_KINDS:
+                continue  # no claim, no release (most events: produced, processed)
             member = member_of(ev)
             if member is None:
                 continue
@@ -396,6 +414,8 @@ class Ownership:
                 for key in sorted(self.held.get((group, member), ()), key=str):
                     row(key, member, t, 0, None, ref_of(entry))
         opened: list[Holding] = []
+        if not rows:
+            return opened
         for (key, member, t, typ), (okey, ref) in sorted(
             rows.items(), key=lambda kv: (kv[0][2], kv[0][3], str(kv[0][0]), kv[0][1])
         ):
@@ -491,6 +511,20 @@ _LIFE_REB: Final[Mapping[str, tuple[int, int]]] = {
 }
 
 
+_TIMELINE_KINDS: Final[frozenset[str]] = frozenset(
+    {
+        K.GROUP_STATE_CHANGED.value,
+        K.MEMBER_REMOVED.value,
+        K.REBALANCE_COMPLETED.value,
+        K.REBALANCE_FAILED.value,
+        K.CONSUMER_STOPPED.value,
+        K.CONSUMER_CRASHED.value,
+        *_LIFE_REB,
+    }
+)
+"""The kinds :meth:`Assignments.on_batch` reads; it passes over the others."""
+
+
 class Universe:
     """The partitions each group is expected to own (``analysis.timelines.partition_universe``).
 
@@ -574,6 +608,8 @@ class Assignments:
         for entry in entries:
             index, ev = entry
             kind = _s(ev.get("kind")) or ""
+            if kind not in _TIMELINE_KINDS:
+                continue  # nothing of a group's timeline (most events: produced, processed)
             group = _s(ev.get("group"))
             member = _s(ev.get("member"))
             if kind == K.GROUP_STATE_CHANGED and group is not None:
@@ -979,6 +1015,10 @@ class Epochs:
 # --------------------------------------------------------------- one protocol
 
 
+_PROCESSED: Final = K.PROCESSED.value
+_PRODUCED: Final = K.PRODUCED.value
+
+
 class ProtocolChecks:
     """Every check of one protocol's run, fed one instant at a time.
 
@@ -1019,43 +1059,48 @@ class ProtocolChecks:
         self.batches += 1
         batch = self.batches
         out: list[Finding] = []
+        # (_t, _s inlined: every event of the run passes here)
+        t_last = self.t_last
         for entry in entries:
             ev = entry[1]
-            et = _t(ev)
-            self.t_last = et if self.t_last is None else max(self.t_last, et)
-            member, mid = _s(ev.get("member")), _s(ev.get("member_id"))
-            group = _s(ev.get("group"))
-            if (
-                member is not None
-                and group is not None
-                and (self.first_group is None or group < self.first_group)
-            ):
-                self.first_group = group
-            if member is not None and mid is not None and self.members.learn(group, member, mid):
-                self.assignments.learned(group, member, mid)
-            kind = ev.get("kind")
-            if kind == K.MEMBER_REMOVED and member is None and mid is not None:
+            v = ev.get("t_emu_ms")
+            et = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+            if t_last is None or et > t_last:  # max(t_last, et)
+                t_last = et
+            v = ev.get("member")
+            member = v if isinstance(v, str) else None
+            v = ev.get("member_id")
+            mid = v if isinstance(v, str) else None
+            v = ev.get("group")
+            group = v if isinstance(v, str) else None
+            if member is not None:
+                if group is not None and (self.first_group is None or group < self.first_group):
+                    self.first_group = group
+                if mid is not None and self.members.learn(group, member, mid):
+                    self.assignments.learned(group, member, mid)
+            elif mid is not None and ev.get("kind") == K.MEMBER_REMOVED:
                 self.members.removals[(group, mid)].append((et, ref_of(entry)))
+        self.t_last = t_last
         opened = self.ownership.apply(entries)
         for h in opened:
             self.universe.claim(h.key[0], (h.key[1], h.key[2]), batch)
         for entry in entries:
             ev = entry[1]
             kind = ev.get("kind")
-            if kind == K.OFFSETS_COMMITTED:
-                out.extend(self._commit(entry))
-            elif kind == K.PROCESSED:
+            if kind == _PROCESSED:  # the two kinds of most events, first
                 found = self.processing.add(entry)
                 if found is not None:
                     out.append(found)
                 self.offsets.on_event(entry)
-            elif kind == K.PRODUCED:
+            elif kind == _PRODUCED:
                 tp = _tp(ev)
                 if tp is not None:
                     self.universe.produce(tp, batch)
                 found = self.offsets.on_event(entry)
                 if found is not None and self.self_checks:
                     out.append(found)
+            elif kind == K.OFFSETS_COMMITTED:
+                out.extend(self._commit(entry))
             elif kind in (K.RECORDS_ABANDONED, K.LEADER_CHANGED):
                 self.offsets.on_event(entry)
                 if kind == K.LEADER_CHANGED and self.self_checks:

@@ -68,6 +68,7 @@ import asyncio
 import contextlib
 import contextvars
 import heapq
+from asyncio import format_helpers
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
@@ -130,16 +131,21 @@ class ActorContext:
     dead: bool = False
     stalled_until_ns: int = 0
     _deferred: deque[asyncio.Handle] = field(default_factory=deque, init=False, repr=False)
+    _template: contextvars.Context = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._template = contextvars.Context()
+        self._template.run(current_actor.set, self)
 
     def new_context(self) -> contextvars.Context:
         """A fresh :class:`contextvars.Context` in which :data:`current_actor` is this actor.
 
         Each task or delivered callback gets its own, as asyncio gives each task
-        its own copy: context variables set by one never leak into another.
+        its own copy: context variables set by one never leak into another. (A
+        copy of one made once: the same content as a new context with the
+        variable set, for a fraction of the cost; every message makes one.)
         """
-        ctx = contextvars.Context()
-        ctx.run(current_actor.set, self)
-        return ctx
+        return self._template.copy()
 
 
 current_actor: contextvars.ContextVar[ActorContext | None] = contextvars.ContextVar(
@@ -239,6 +245,38 @@ class SimEventLoop(asyncio.BaseEventLoop):
 
     # ------------------------------------------------------------ scheduling
 
+    def call_soon(
+        self,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """As asyncio's (``BaseEventLoop.call_soon``, pinned by test_cpython_pin), one call less.
+
+        Every task step and future callback comes through here.
+        """
+        if self._closed:  # type: ignore[attr-defined]  # _check_closed(), inlined
+            raise RuntimeError("Event loop is closed")
+        if self._debug:  # type: ignore[attr-defined]
+            return super().call_soon(callback, *args, context=context)
+        # _call_soon's quick path, inlined
+        if context is None:
+            context = contextvars.copy_context()
+        handle = _new_handle(asyncio.Handle)
+        handle._context = context  # type: ignore[attr-defined]
+        handle._loop = self  # type: ignore[attr-defined]
+        handle._callback = callback  # type: ignore[attr-defined]
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None  # type: ignore[attr-defined]
+        handle._source_traceback = None  # type: ignore[attr-defined]
+        owner = context.get(current_actor)
+        if owner is not None and owner.dead:
+            handle.cancel()
+        else:
+            self._ready.append(handle)
+        return handle
+
     def _call_soon(
         self,
         callback: Callable[..., object],
@@ -247,7 +285,19 @@ class SimEventLoop(asyncio.BaseEventLoop):
     ) -> asyncio.Handle:
         # The one funnel of call_soon, call_soon_threadsafe, task steps and
         # future callbacks (CPython 3.11).
-        handle = asyncio.Handle(callback, args, self, context)
+        if self._debug:  # type: ignore[attr-defined]
+            handle = asyncio.Handle(callback, args, self, context)
+        else:  # Handle.__init__, inlined (pinned by test_cpython_pin)
+            if context is None:
+                context = contextvars.copy_context()
+            handle = _new_handle(asyncio.Handle)
+            handle._context = context  # type: ignore[attr-defined]
+            handle._loop = self  # type: ignore[attr-defined]
+            handle._callback = callback  # type: ignore[attr-defined]
+            handle._args = args
+            handle._cancelled = False
+            handle._repr = None  # type: ignore[attr-defined]
+            handle._source_traceback = None  # type: ignore[attr-defined]
         owner = handle._context.get(current_actor)  # type: ignore[attr-defined]  # _owner, inlined
         if owner is not None and owner.dead:
             handle.cancel()
@@ -266,7 +316,7 @@ class SimEventLoop(asyncio.BaseEventLoop):
         if delay is None:
             raise TypeError("delay must not be None")
         return self._call_at_ns(
-            self._late(self._now_ns + ns_of(delay), context), callback, args, context
+            self._late(self._now_ns + round(delay * NS_PER_S), context), callback, args, context
         )
 
     def call_at(
@@ -316,10 +366,26 @@ class SimEventLoop(asyncio.BaseEventLoop):
         args: tuple[Any, ...],
         context: contextvars.Context | None,
     ) -> asyncio.TimerHandle:
-        if self.is_closed():
+        if self._closed:  # type: ignore[attr-defined]  # is_closed(), inlined
             raise RuntimeError("Event loop is closed")
-        when_ns = max(int(when_ns), self._now_ns)
-        timer = asyncio.TimerHandle(when_ns / NS_PER_S, callback, args, self, context)
+        when_ns = int(when_ns)
+        if when_ns < self._now_ns:
+            when_ns = self._now_ns
+        if self._debug:  # type: ignore[attr-defined]
+            timer = asyncio.TimerHandle(when_ns / NS_PER_S, callback, args, self, context)
+        else:  # TimerHandle.__init__, inlined (pinned by test_cpython_pin)
+            if context is None:
+                context = contextvars.copy_context()
+            timer = _new_handle(asyncio.TimerHandle)
+            timer._context = context  # type: ignore[attr-defined]
+            timer._loop = self  # type: ignore[attr-defined]
+            timer._callback = callback  # type: ignore[attr-defined]
+            timer._args = args
+            timer._cancelled = False
+            timer._repr = None  # type: ignore[attr-defined]
+            timer._source_traceback = None  # type: ignore[attr-defined]
+            timer._when = when_ns / NS_PER_S  # type: ignore[attr-defined]
+            timer._scheduled = False  # type: ignore[attr-defined]
         owner = timer._context.get(current_actor)  # type: ignore[attr-defined]  # _owner, inlined
         if owner is not None and owner.dead:
             timer.cancel()  # never scheduled: nothing to count
@@ -367,51 +433,71 @@ class SimEventLoop(asyncio.BaseEventLoop):
     # ------------------------------------------------------------------ step
 
     def _run_once(self) -> None:
-        """One iteration: run what is ready, else jump to the next timer.
+        """Iterations until the loop is asked to stop: run what is ready, else jump in time.
 
         Overrides CPython 3.11's private ``BaseEventLoop._run_once`` (no selector
-        to poll). Raises :class:`SimQuiescent` when nothing is ready, nothing is
-        scheduled and the loop was not asked to stop.
+        to poll). ``run_forever`` calls it until ``_stopping`` is set; it goes on
+        itself while it is not (the same iterations, one call). Raises
+        :class:`SimQuiescent` when nothing is ready, nothing is scheduled and the
+        loop was not asked to stop.
         """
         ready = self._ready
-        timers = self._timers
-        if self._timers_cancelled:  # else nothing to purge (the common case)
-            self._purge_cancelled()
+        while True:  # run_forever's loop, without a call per iteration
             timers = self._timers
-        if not ready and not self._stopping:
-            limit = self._limit_ns
-            if limit is not None and limit < self._now_ns:
-                limit = self._now_ns  # time never goes back: what is due now still runs
-            if not timers or (limit is not None and timers[0][0] > limit):
-                if limit is None:
-                    raise SimQuiescent(f"nothing ready and no timer pending at t={self._now_ns} ns")
-                self._now_ns = limit
-                self._stopping = True
-                return
-            self._now_ns = max(self._now_ns, timers[0][0])
-        now = self._now_ns
-        while timers and timers[0][0] <= now:
-            timer = heapq.heappop(timers)[3]
-            timer._scheduled = False  # type: ignore[attr-defined]
-            if timer._cancelled:
-                self._timers_cancelled -= 1
-            else:
-                ready.append(timer)
-        # Run what is ready now, not what these callbacks add (asyncio's batch).
-        for _ in range(len(ready)):
-            if not ready:
-                break
-            handle = ready.popleft()
-            if handle._cancelled:
-                continue
-            owner = handle._context.get(current_actor)  # type: ignore[attr-defined]  # _owner
-            if owner is not None:
-                if owner.dead:
-                    continue  # dropped: the process is gone
-                if owner._deferred or owner.stalled_until_ns > now:
-                    owner._deferred.append(handle)
+            cancelled = self._timers_cancelled
+            if cancelled and (  # else _purge_cancelled has nothing to do (the common case)
+                (timers and timers[0][3]._cancelled)
+                or (
+                    len(timers) > _COMPACT_MIN_TIMERS
+                    and cancelled > _COMPACT_MIN_FRACTION * len(timers)
+                )
+            ):
+                self._purge_cancelled()
+                timers = self._timers
+            if not ready and not self._stopping:
+                limit = self._limit_ns
+                if limit is not None and limit < self._now_ns:
+                    limit = self._now_ns  # time never goes back: what is due now still runs
+                if not timers or (limit is not None and timers[0][0] > limit):
+                    if limit is None:
+                        raise SimQuiescent(
+                            f"nothing ready and no timer pending at t={self._now_ns} ns"
+                        )
+                    self._now_ns = limit
+                    self._stopping = True
+                    return
+                self._now_ns = max(self._now_ns, timers[0][0])
+            now = self._now_ns
+            while timers and timers[0][0] <= now:
+                timer = heapq.heappop(timers)[3]
+                timer._scheduled = False  # type: ignore[attr-defined]
+                if timer._cancelled:
+                    self._timers_cancelled -= 1
+                else:
+                    ready.append(timer)
+            # Run what is ready now, not what these callbacks add (asyncio's batch).
+            for _ in range(len(ready)):
+                if not ready:
+                    break
+                handle = ready.popleft()
+                if handle._cancelled:
                     continue
-            handle._run()
+                context = handle._context  # type: ignore[attr-defined]
+                owner = context.get(current_actor)  # _owner, inlined
+                if owner is not None:
+                    if owner.dead:
+                        continue  # dropped: the process is gone
+                    if owner._deferred or owner.stalled_until_ns > now:
+                        owner._deferred.append(handle)
+                        continue
+                try:  # Handle._run, inlined (pinned by test_cpython_pin)
+                    context.run(handle._callback, *handle._args)  # type: ignore[attr-defined]
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    _report_callback_error(self, handle, exc)
+            if self._stopping:
+                return
 
     # --------------------------------------------------------------- actors
 
@@ -444,7 +530,13 @@ class SimEventLoop(asyncio.BaseEventLoop):
         coroutine is closed before its first step (so no code of it runs).
         """
         owner = current_actor.get() if context is None else context.get(current_actor)
-        task = super().create_task(coro, name=name, context=context)
+        if self._task_factory is None and not self._debug:  # type: ignore[attr-defined]
+            # BaseEventLoop.create_task, inlined (pinned by test_cpython_pin)
+            if self._closed:  # type: ignore[attr-defined]
+                raise RuntimeError("Event loop is closed")
+            task: asyncio.Task[_T] = asyncio.Task(coro, loop=self, name=name, context=context)  # type: ignore[arg-type]
+        else:
+            task = super().create_task(coro, name=name, context=context)
         if owner is not None:
             if owner.dead:
                 task._log_destroy_pending = False  # type: ignore[attr-defined]
@@ -599,6 +691,26 @@ class SimEventLoop(asyncio.BaseEventLoop):
 
     def _process_events(self, event_list: list[Any]) -> None:
         """No selector: there are no I/O events."""
+
+
+_new_handle = object.__new__
+"""Makes a handle without running its ``__init__`` (the loop sets its slots itself)."""
+
+
+def _report_callback_error(loop: SimEventLoop, handle: asyncio.Handle, exc: BaseException) -> None:
+    """What ``Handle._run`` does when its callback raised: the loop's exception handler."""
+    cb = format_helpers._format_callback_source(
+        handle._callback,  # type: ignore[attr-defined]
+        handle._args,
+    )
+    context: dict[str, Any] = {
+        "message": f"Exception in callback {cb}",
+        "exception": exc,
+        "handle": handle,
+    }
+    if handle._source_traceback:  # type: ignore[attr-defined]
+        context["source_traceback"] = handle._source_traceback  # type: ignore[attr-defined]
+    loop.call_exception_handler(context)
 
 
 def _record_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

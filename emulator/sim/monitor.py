@@ -172,7 +172,8 @@ class Monitor:
         on_violation: called with each new violation, in order (the engine's
             hook to stop the run); it runs inside the tap, so it should not raise.
         allowed: the allowed table (``(protocol, commit_mode, allows_loss) ->
-            kinds``; default :func:`emulator.anomalies.allowed_kinds`).
+            kinds``; default :func:`emulator.anomalies.allowed_kinds`), asked
+            once per entry.
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class Monitor:
         self._strict = strict
         self._self_checks = self_checks
         self._allowed = allowed
+        self._allowed_cache: dict[tuple[str, str, bool], frozenset[str]] = {}
         self._on_violation = on_violation
         self._runs: dict[str, _Run] = {}
         self._index = 0
@@ -263,7 +265,12 @@ class Monitor:
         run.allows_loss = str(doc.get("allows_loss")).lower() == "true"
 
     def _allowed_for(self, run: _Run) -> frozenset[str]:
-        return self._allowed(run.checks.protocol, run.commit_mode, run.allows_loss)
+        # A table: asked at every instant and for every processed batch, built once per entry.
+        key = (run.checks.protocol, run.commit_mode, run.allows_loss)
+        kinds = self._allowed_cache.get(key)
+        if kinds is None:
+            kinds = self._allowed_cache[key] = self._allowed(*key)
+        return kinds
 
     def _evaluate(self, run: _Run) -> None:
         """Evaluate the instant being gathered, if any."""

@@ -173,9 +173,7 @@ class Link:
             at = max(at, self._last_ns + self._gap)
             self._last_ns = at
         ctx = contextvars.Context() if self.dst is None else self.dst.new_context()
-        loop.call_at_ns(
-            at, self._arrive, self._resets, callback, args, on_error, sender, context=ctx
-        )
+        loop._call_at_ns(at, self._arrive, (self._resets, callback, args, on_error, sender), ctx)
         return at
 
     def _arrive(
@@ -233,6 +231,9 @@ class Network:
         self.latency = latency
         self.fifo = fifo
         self._links: dict[tuple[str, str], Link] = {}
+        # the same links by the two ends' contexts (held, so never mistaken for
+        # newer ones): found without building the names' key
+        self._by_ends: dict[tuple[ActorContext | None, ActorContext | None], Link] = {}
 
     def link(self, src: ActorContext | None, dst: ActorContext | None) -> Link:
         """The link ``src -> dst`` (``None``: the driver), created on first use.
@@ -242,13 +243,16 @@ class Network:
         then delivers to the new incarnation (what was in flight to the old
         one is lost with it).
         """
-        key = (_name(src), _name(dst))
-        link = self._links.get(key)
+        link = self._by_ends.get((src, dst))
         if link is None:
-            rng = self.streams.stream(f"net/{key[0]}->{key[1]}")
-            link = Link(self.loop, key[0], dst, rng, self.latency, fifo=self.fifo)
-            self._links[key] = link
-        elif link.dst is not dst:
+            key = (_name(src), _name(dst))
+            link = self._links.get(key)
+            if link is None:
+                rng = self.streams.stream(f"net/{key[0]}->{key[1]}")
+                link = Link(self.loop, key[0], dst, rng, self.latency, fifo=self.fifo)
+                self._links[key] = link
+            self._by_ends[(src, dst)] = link
+        if link.dst is not dst:
             link.dst = dst
         return link
 

@@ -30,6 +30,7 @@ __all__ = ["PPM", "QuantileTable", "Streams", "chance", "stream_seed", "uniform_
 
 PPM = 1_000_000
 """Parts per million: the probability unit of :class:`QuantileTable` and :func:`chance`."""
+_PPM_BITS = PPM.bit_length()  # the bits randrange(PPM) draws at a time
 
 
 def stream_seed(seed: int | str, name: str) -> int:
@@ -117,8 +118,17 @@ class QuantileTable:
         self._ppms = [p for p, _ in pts]
 
     def draw(self, rng: random.Random) -> int:
-        """One draw, an integer in ``[first value, last value]``."""
-        return self.at(rng.randrange(PPM))
+        """One draw, an integer in ``[first value, last value]``.
+
+        ``u`` is ``rng.randrange(PPM)``'s draw (:func:`uniform_ns`'s way, the
+        same number from the same state); every message of an explored run
+        draws one.
+        """
+        getrandbits = rng.getrandbits
+        u = getrandbits(_PPM_BITS)
+        while u >= PPM:
+            u = getrandbits(_PPM_BITS)
+        return self.at(u)
 
     def at(self, u: int) -> int:
         """The value at quantile ``u`` (in ppm, ``0 <= u < PPM``)."""
@@ -126,9 +136,8 @@ class QuantileTable:
         (p0, v0), (p1, v1) = self.points[i], self.points[i + 1]
         return v0 + (v1 - v0) * (u - p0) // (p1 - p0)
 
-    def __call__(self, rng: random.Random) -> int:
-        """Same as :meth:`draw`, so a table is a latency model."""
-        return self.draw(rng)
+    __call__ = draw
+    """Same as :meth:`draw`, so a table is a latency model."""
 
     def __eq__(self, other: object) -> bool:
         """Tables with the same points are the same distribution (a profile read from

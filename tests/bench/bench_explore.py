@@ -6,7 +6,8 @@ What it measures: for each scenario (default ``claim-race`` and
 (profile ``explore``, the online checks armed, a run stopping at its first
 violation), ``--parallel`` at a time (1: in this process; more: Ray tasks).
 Per cell: wall and process CPU seconds (this process's; with Ray, the workers'
-CPU is not counted), seeds per minute, violations found (their seeds and kinds),
+CPU is not counted) and, in process, CPU seconds per seed (what to compare on a
+loaded machine), seeds per minute, violations found (their seeds and kinds),
 failed runs, and the wall time 1,000 seeds would take at that rate.
 
 The issue's target: at least 1,000 seeds of each of the two scenarios per
@@ -74,6 +75,9 @@ def cell(scenario_name: str, protocol: str, seeds: int, parallel: int, out: Path
         "seeds": len(outcomes),
         "wall_s": round(wall, 1),
         "driver_cpu_s": round(cpu, 1),
+        # in-process runs only (parallel 1): the CPU a seed costs, whatever else the
+        # machine is doing (the wall time is not, on a loaded machine)
+        "cpu_s_per_seed": round(cpu / max(1, len(outcomes)), 3) if parallel == 1 else None,
         "seeds_per_min": round(60.0 * len(outcomes) / wall, 1) if wall > 0 else None,
         "wall_s_per_1000_seeds": round(1000.0 * wall / max(1, len(outcomes)), 0),
         "virtual_s_per_seed": round(sum(o.virtual_s for o in outcomes) / max(1, len(outcomes)), 1),
@@ -108,11 +112,16 @@ def main() -> int:
                     flush=True,
                 )
     doc.update(cells=cells, elapsed_s=round(time.time() - started, 1))
-    print(f"\n{'scenario':<24}{'protocol':<22}{'seeds':>6}{'s/seed':>8}{'1000 seeds':>12}")
+    print(
+        f"\n{'scenario':<24}{'protocol':<22}{'seeds':>6}{'s/seed':>8}{'cpu s/seed':>12}"
+        f"{'1000 seeds':>12}"
+    )
     for c in cells:
         per = c["wall_s"] / max(1, c["seeds"])
+        cpu = c["cpu_s_per_seed"]
         print(
             f"{c['scenario']:<24}{c['protocol']:<22}{c['seeds']:>6}{per:>8.2f}"
+            f"{'-' if cpu is None else f'{cpu:.2f}':>12}"
             f"{c['wall_s_per_1000_seeds'] / 60:>10.0f} m"
         )
     write(args.out, doc, ROOT)

@@ -2,7 +2,8 @@
 """Benchmark: a scenario's wall time on the sim engine against the real engine (issue 18 target).
 
 What it measures: the wall and process-CPU seconds of one ``run_scenario`` of
-a bundled scenario (default ``quickstart``) under every protocol, on the sim
+a bundled scenario (default ``quickstart``) under every protocol (on the sim,
+each protocol's CPU seconds too: what to compare on a loaded machine), on the sim
 engine (``--repeat`` times; the median is reported) and, with ``--real``, once
 on the real engine (embedded ZooKeeper, local Ray). The sim's runs must also be
 replays of each other: the per-protocol log digests of every repeat are compared
@@ -53,10 +54,25 @@ def run_once(scenario_name: str, engine: str, out: Path) -> dict[str, Any]:
 
     scenario = load_scenario(bundled_scenarios()[scenario_name])
     sim: Any = None
+    per_cpu: dict[str, float] = {}
     if engine == "sim":
         from actors.sim.run import SimEngine
 
         sim = SimEngine()
+        # each protocol's CPU seconds, from its world's start to its end (logs
+        # summed up and digested included)
+        begin, done = sim.begin_protocol, sim.protocol_done
+        started: dict[str, float] = {}
+
+        def begin_protocol(protocol: str) -> Any:
+            started[protocol] = _cpu_s()
+            return begin(protocol)
+
+        def protocol_done(run: Any, manifest: dict[str, Any]) -> None:
+            done(run, manifest)
+            per_cpu[run.protocol] = round(_cpu_s() - started[run.protocol], 2)
+
+        sim.begin_protocol, sim.protocol_done = begin_protocol, protocol_done
     t0, c0 = time.monotonic(), _cpu_s()
     results = run_scenario(scenario, PROTOCOLS, out, engine=sim)
     wall, cpu = time.monotonic() - t0, _cpu_s() - c0
@@ -65,6 +81,7 @@ def run_once(scenario_name: str, engine: str, out: Path) -> dict[str, Any]:
         "engine": engine,
         "wall_s": round(wall, 2),
         "driver_cpu_s": round(cpu, 2),
+        "per_protocol_cpu_s": per_cpu,
         "statuses": {r.protocol: r.status for r in results},
         "per_protocol_wall_s": {r.protocol: round(r.wall_s, 2) for r in results},
         "duplicates": {r.protocol: r.summary.to_dict()["duplicates"] for r in results},
@@ -86,7 +103,10 @@ def main() -> int:
         for i in range(max(1, args.repeat)):
             r = run_once(args.scenario, "sim", Path(tmp) / f"sim-{i}")
             sims.append(r)
-            print(f"sim run {i + 1}: {r['wall_s']:.1f} s wall, {r['driver_cpu_s']:.1f} s CPU")
+            print(
+                f"sim run {i + 1}: {r['wall_s']:.1f} s wall, {r['driver_cpu_s']:.1f} s CPU "
+                f"({', '.join(f'{p} {c:.2f}' for p, c in r['per_protocol_cpu_s'].items())})"
+            )
         real = run_once(args.scenario, "real", Path(tmp) / "real") if args.real else None
     sim_wall = statistics.median(r["wall_s"] for r in sims)
     digests = [json.dumps(r["log_digest"], sort_keys=True) for r in sims]

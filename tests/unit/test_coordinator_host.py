@@ -80,8 +80,48 @@ def test_offsets_snapshot_reads_either_protocols_coordinator() -> None:
         host = CoordinatorHost(0, dict.fromkeys(range(50), 0), factory, lambda *_a, **_k: None)
         # A simple (non-member) commit: generation/epoch -1, no member id.
         host.exchange(
-            0.0, "h", [OffsetCommitRequest(1, "g", generation_id_or_member_epoch=-1,
-                                            member_id="", offsets={("t", 0): 7})]
+            0.0,
+            "h",
+            [
+                OffsetCommitRequest(
+                    1, "g", generation_id_or_member_epoch=-1, member_id="", offsets={("t", 0): 7}
+                )
+            ],
         )
         part = host.partition_for("g")
         assert host.offsets_snapshot(part) == {"g": {("t", 0): 7}}, protocol
+
+
+def test_the_partitions_with_groups_are_those_with_a_snapshot() -> None:
+    """A replica fetch skips :meth:`offsets_snapshot` for the others: it must be empty there."""
+    from emulator.broker.coordinators import make_coordinator_factory
+    from emulator.broker.messages import EMPTY_OFFSETS_SNAPSHOT
+    from emulator.modern.messages import OffsetCommitRequest
+
+    factory = make_coordinator_factory("classic-eager", {}, 0, 1, {"t": 2})
+    host = CoordinatorHost(0, dict.fromkeys(range(50), 0), factory, lambda *_a, **_k: None)
+
+    def agree() -> set[int]:
+        with_groups = host.partitions_with_groups()
+        for p in range(50):
+            snap = host.offsets_snapshot(p)
+            assert (p in with_groups) == bool(snap), p
+            if not snap:
+                assert snap is EMPTY_OFFSETS_SNAPSHOT
+        return with_groups
+
+    assert agree() == set()
+    host.exchange(
+        0.0,
+        "h",
+        [
+            OffsetCommitRequest(
+                1, "g", generation_id_or_member_epoch=-1, member_id="", offsets={("t", 0): 7}
+            )
+        ],
+    )
+    assert agree() == {host.partition_for("g")}
+    other = next(p for p in range(50) if p != host.partition_for("g"))
+    host.load_partition(other, {"loaded-group": {("t", 1): 3}})
+    host.load_partition((other + 1) % 50, {})  # led, but no group in it
+    assert agree() == {host.partition_for("g"), other}

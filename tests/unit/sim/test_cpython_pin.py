@@ -1,10 +1,13 @@
 """Pins the private CPython asyncio API that ``SimEventLoop`` overrides or relies on.
 
-``emulator/sim/loop.py`` replaces ``BaseEventLoop._run_once``, ``_call_soon``,
-``call_at``, ``call_later`` and ``_timer_handle_cancelled``, and reads
+``emulator/sim/loop.py`` replaces ``BaseEventLoop._run_once``, ``call_soon``,
+``_call_soon``, ``call_at``, ``call_later`` and ``_timer_handle_cancelled``, reads
 ``Handle._context``, ``Handle._cancelled``, ``TimerHandle._scheduled`` and the
-loop's ``_ready``/``_stopping``. These are private: a Python upgrade may change
-them without notice. This test fails loudly when it does.
+loop's ``_ready``/``_stopping``/``_closed``/``_debug``, and does what
+``Handle.__init__``, ``TimerHandle.__init__`` and ``Handle._run`` do inline (it
+sets the handles' slots itself and runs their callbacks in their contexts).
+These are private: a Python upgrade may change them without notice. This test
+fails loudly when it does.
 
 When it fails after an upgrade: read the new ``asyncio/base_events.py`` and
 ``asyncio/events.py``, adapt ``SimEventLoop`` where the contract moved (3.12
@@ -115,15 +118,15 @@ def test_the_c_task_and_future_schedule_through_the_loop() -> None:
     """The C accelerated Task and Future call ``loop.call_soon`` with the context."""
     loop = SimEventLoop()
     seen: list[tuple[str, object]] = []
-    orig = loop._call_soon
+    orig = loop.call_soon
 
-    def spy(callback: Any, args: Any, context: Any) -> asyncio.Handle:
+    def spy(callback: Any, *args: Any, context: Any = None) -> asyncio.Handle:
         seen.append(
             (type(callback).__name__, None if context is None else context.get(current_actor))
         )
-        return orig(callback, args, context)
+        return orig(callback, *args, context=context)
 
-    loop._call_soon = spy  # type: ignore[method-assign]
+    loop.call_soon = spy  # type: ignore[method-assign, assignment]
     try:
         actor = ActorContext("a")
 

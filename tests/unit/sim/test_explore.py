@@ -293,6 +293,13 @@ def test_explore_finds_a_planted_coordinator_bug_and_its_replay_reproduces_it(
     assert results[0].status == "stopped"
     manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())
     assert manifest["engine"]["log_digest"]["classic-eager"] == o.digest
+    # the kept run's summary (explore sums up only the runs it keeps) is the replay's
+    kept = json.loads(
+        (tmp_path / "explore" / f"classic-eager-s{o.seed}" / "manifest.json").read_text()
+    )
+    counts = manifest["protocols"]["classic-eager"]["counts"]
+    assert counts["events"] > 0 and counts["processed"] > 0
+    assert kept["protocols"]["classic-eager"]["counts"] == counts
     checks = manifest["engine"]["checks"]["classic-eager"]
     assert checks["violations"][0] == v
     assert manifest["status"] == "stopped"

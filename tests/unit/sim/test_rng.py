@@ -91,6 +91,16 @@ def test_uniform_ns_draws_what_randrange_draws(lo: int, hi: int) -> None:
     assert mine.getstate() == theirs.getstate()
 
 
+def test_a_quantile_table_draws_at_what_randrange_draws() -> None:
+    """Its inlined ``randrange(PPM)`` gives the same quantiles from the same state."""
+    table = QuantileTable([(0, 200_000), (990_000, 20_000_000), (PPM, 200_000_000)])
+    mine, theirs = random.Random(5), random.Random(5)
+    assert [table(mine) for _ in range(3000)] == [
+        table.at(theirs.randrange(PPM)) for _ in range(3000)
+    ]
+    assert mine.getstate() == theirs.getstate()
+
+
 def test_chance_is_in_parts_per_million() -> None:
     rng = IntegerOnly(2)
     hits = sum(chance(rng, 250_000) for _ in range(20_000))
