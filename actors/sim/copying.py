@@ -133,15 +133,26 @@ def _kind_of(t: type) -> int:
     return kind
 
 
+_MADE = ("__new__", "__getnewargs__")
+"""What pickle calls to rebuild a named tuple, as the named-tuple factory made them."""
+
+
 def _plain_named_tuple(t: type) -> bool:
-    """A named tuple that pickles as its items: no instance dict, no reducer of its own."""
+    """A named tuple that pickles as its items (``_make`` rebuilds what pickle would).
+
+    No instance dict, no reducer of its own, and the ``__new__`` and
+    ``__getnewargs__`` the named-tuple factory made (pickle calls them; ``_make``
+    does not).
+    """
+    if not (issubclass(t, tuple) and hasattr(t, "_fields") and hasattr(t, "_make")):
+        return False
+    made = next((c for c in t.__mro__ if "_fields" in c.__dict__), None)
     return (
-        issubclass(t, tuple)
-        and hasattr(t, "_fields")
-        and hasattr(t, "_make")
+        made is not None
         and t.__dictoffset__ == 0
         and t.__reduce__ is tuple.__reduce__
         and t.__reduce_ex__ is tuple.__reduce_ex__
+        and all(getattr(t, name, None) is getattr(made, name, None) for name in _MADE)
     )
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import pickle
 import random
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
@@ -32,6 +33,20 @@ class Pair(NamedTuple):
 
 class WithDict(Pair):  # no __slots__: instances have a __dict__
     pass
+
+
+_Base = collections.namedtuple("_Base", "a b")
+
+
+class OwnNew(_Base):
+    """A named tuple with a ``__new__`` of its own, which pickle calls (``_make`` would not)."""
+
+    __slots__ = ()
+    made: ClassVar[int] = 0
+
+    def __new__(cls, a: Any, b: Any) -> OwnNew:
+        OwnNew.made += 1
+        return super().__new__(cls, a, b)
 
 
 @dataclass
@@ -192,3 +207,11 @@ def test_keys_known_immutable_are_known_by_identity_only() -> None:
     again = copy_message({odd: 3})
     assert next(iter(again)) is not odd  # equal to a known key, but not it: pickled
     assert isinstance(next(iter(again)), LikeKey)
+
+
+def test_a_named_tuple_with_its_own_new_is_pickled() -> None:
+    value = OwnNew(1, ["x"])
+    before = OwnNew.made
+    got = copy_message(value)
+    assert OwnNew.made == before + 1  # pickle rebuilt it through its __new__
+    assert got == value and type(got) is OwnNew and got.b is not value.b
