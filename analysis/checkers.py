@@ -49,7 +49,9 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   coordinator, if any, not rebalancing): an assignment problem. A member told
   to stop (a timeline leave or restart, the run's end) is not such a consumer
   until it stops: it has given its partitions up before it leaves the group
-  (:mod:`analysis.timelines`), which the coordinator has not yet seen.
+  (:mod:`analysis.timelines`), which the coordinator has not yet seen. Nor is
+  a member whose completed rebalance gave it partitions it has not claimed
+  yet (a classic member's claims follow its ``rebalance_completed``).
 * ``invalid_assignment``: at a settle point (the group just finished
   rebalancing), a partition the live members' latest completed assignments
   give to no member or to several (``count`` = how many).

@@ -41,8 +41,9 @@ Definitions (times are emulated ms):
   - ``partition_unavailable_s``: partition-seconds with no owner while a live
     member existed (a paused owner still counts as the owner);
   - ``idle_member_s``: member-seconds idle (live, owning nothing, not told
-    to stop: ``timelines.member_timeline``) while the group was disturbed,
-    up to stable;
+    to stop, not about to claim what its completed rebalance gave it:
+    ``timelines.member_timeline``) while the group was disturbed, up to
+    stable;
   - duplicates and losses by cause, double-processing and ordering-overlap
     seconds: the checkers' rows that start in the window (durations clipped);
   - ``peak_lag``: the highest lag (messages produced and not yet processed,

@@ -19,8 +19,9 @@ Definitions (the event log is the record; times are emulated ms):
 * ``stop_the_world_partition_s``: partition-seconds with no owner while at
   least one live consumer exists.
 * ``pause_ms``: per member, time it was idle (live, owning nothing, not
-  closing: :func:`analysis.timelines.member_timeline`) while the group was
-  unsettled (an eager member from its revoke to its next assignment).
+  closing, not claiming: :func:`analysis.timelines.member_timeline`) while
+  the group was unsettled (an eager member from its revoke to the completed
+  rebalance that gives it partitions).
 * ``zk_*``: ZooKeeper reads and writes of the legacy rebalance attempts and
   watch notifications, also per membership change (consumer started, stopped
   or crashed): the herd effect.
@@ -403,8 +404,8 @@ def compute_metrics(
         if m is not None:
             m["stop_the_world_partition_s"] = float(r["ms"] or 0.0) / 1000.0
 
-    # Per-member pause: idle (live, owning nothing, not on its way out) while the
-    # group is unsettled.
+    # Per-member pause: idle (live, owning nothing, not on its way out, not about
+    # to claim its new assignment) while the group is unsettled.
     mt = member_timeline(sh.control, iv)
     wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")
     bounds = sh.bounds

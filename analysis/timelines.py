@@ -14,6 +14,25 @@ stop it owns nothing while the coordinator does not yet know it is leaving:
 it is on its way out, not an idle member waiting for work, so it is not
 counted as idle. Its released partitions are unowned all the same
 (:func:`unowned_spans`).
+
+A member whose latest ``rebalance_completed`` lists partitions it did not
+own at that instant (:func:`claims_due`) is *claiming* until it claims (its
+owned count rises), or it stops, crashes, starts again, completes another
+rebalance or begins one (``rebalance_triggered`` / ``rebalance_started`` /
+``rebalance_failed``), whichever comes first. The classic members write
+``rebalance_completed`` where the Java client completes the rebalance (the
+SyncGroup response: ``MemberState.STABLE``, the rebalance-latency sensor),
+before ``ConsumerCoordinator.onJoinComplete`` runs the
+``onPartitionsAssigned`` callback and the claims: on a real engine the last
+member to finish owns nothing for tens of microseconds in a group that is
+otherwise settled. (The simulator writes all of it in one instant; the
+ZooKeeper and KIP-848 members write their claims first, so nothing is due
+after their completion.) It has its work; it is not an idle member waiting
+for some, so it is not counted as idle. This is an analysis definition, not
+protocol behaviour, and it has a cost: a member that never claims what it
+was given is not idle until its next rebalance or its stop, so no
+``stranded_partition`` is reported beside it, while those partitions stay
+unowned (:func:`unowned_spans`) and count as unavailable.
 """
 
 from __future__ import annotations
@@ -23,7 +42,15 @@ from typing import Final
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.frames import GTP, TP, islands, optional_col, run_bounds, union_frames
+from analysis.frames import (
+    GTP,
+    TP,
+    explode_partitions,
+    islands,
+    optional_col,
+    run_bounds,
+    union_frames,
+)
 from emulator.events import EventKind as K
 
 # The coordinator's group states in which it is not rebalancing.
@@ -74,17 +101,73 @@ def stop_orders(events: DataFrame) -> DataFrame:
     return acts.transform(union_frames, ends)
 
 
+_CLAIM_ENDS: Final = (
+    K.CONSUMER_STARTED.value,
+    K.CONSUMER_STOPPED.value,
+    K.CONSUMER_CRASHED.value,
+    K.REBALANCE_TRIGGERED.value,
+    K.REBALANCE_STARTED.value,
+    K.REBALANCE_FAILED.value,
+)
+"""A member's events after which it is no longer claiming what it was last given."""
+
+
+def claims_due(events: DataFrame, intervals: DataFrame) -> DataFrame:
+    """``(protocol, group, member, t, due)``: per member ``rebalance_completed``, how
+    many of the partitions it lists the member did not own at that instant.
+
+    Owned at ``t``: an ownership interval with ``s <= t < e``; a claim in the
+    same instant as the completion (the simulator writes both at once) counts
+    as owned, so nothing is due. A completion that lists nothing has ``due`` 0.
+    """
+    keys = ("protocol", "group", "member", "t")
+    done = (
+        events.where(
+            (F.col("kind") == K.REBALANCE_COMPLETED.value)
+            & F.col("member").isNotNull()
+            & F.col("group").isNotNull()
+        )
+        .select(
+            *keys[:3],
+            F.col("t_emu_ms").alias("t"),
+            optional_col(events, "partitions", "string").alias("partitions"),
+        )
+        .dropDuplicates(list(keys))
+    )
+    listed = explode_partitions(done).select(*keys, "topic", "partition")
+    part_keys = ["protocol", "group", "member", "topic", "partition"]
+    held = (
+        listed.join(intervals.select(*part_keys, "s", "e"), part_keys)
+        .where((F.col("s") <= F.col("t")) & (F.col("e") > F.col("t")))
+        .select(*keys, "topic", "partition")
+    )
+    due = (
+        listed.join(held, [*keys, "topic", "partition"], "left_anti")
+        .groupBy(*keys)
+        .agg(F.count(F.lit(1)).cast("int").alias("due"))
+    )
+    return (
+        done.select(*keys)
+        .join(due, list(keys), "left")
+        .select(*keys, F.coalesce(F.col("due"), F.lit(0)).alias("due"))
+    )
+
+
 def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
     """Per member change points: ``protocol, group, member, t, ord, alive, reb, owned,
-    closing, idle``.
+    closing, claiming, idle``.
 
     ``alive``: started and not stopped or crashed; ``reb``: mid-rebalance on its
     side (started and not yet through its first rebalance, or triggered / started
     and not yet completed or failed); ``owned``: partitions it holds;
     ``closing``: told to stop (:func:`stop_orders`) and not yet stopped, crashed
-    or started again; ``idle``: alive, owning nothing and not closing. Each
-    row's values hold from ``t`` until the member's next row (``ord`` orders
-    the rows of one instant: a stop order first, the action before its effects).
+    or started again; ``claiming``: its latest ``rebalance_completed`` gave it
+    partitions it did not own (:func:`claims_due`) and it has not claimed any
+    since, nor stopped, crashed, started or begun another rebalance (see the
+    module doc); ``idle``: alive, owning nothing, not closing and not claiming.
+    Each row's values hold from ``t`` until the member's next row (``ord``
+    orders the rows of one instant: a stop order first, the action before its
+    effects).
     """
     life = (
         events.where(F.col("member").isNotNull() & F.col("group").isNotNull())
@@ -118,6 +201,7 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
                 ),
                 0,
             ).alias("closing_v"),
+            F.when(F.col("kind").isin(*_CLAIM_ENDS), 0).alias("claim_v"),
             F.lit(0).alias("d_own"),
             F.when(F.col("kind") == K.CONSUMER_STARTED.value, 0).otherwise(2).alias("ord"),
         )
@@ -131,10 +215,24 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         F.lit(None).cast("int").alias("alive_v"),
         F.lit(None).cast("int").alias("reb_v"),
         F.lit(1).alias("closing_v"),
+        F.lit(None).cast("int").alias("claim_v"),
         F.lit(0).alias("d_own"),
         F.lit(-1).alias("ord"),
     )
-    life = life.transform(union_frames, orders)
+    # A completion's claims due, in its place among the member's events.
+    due = claims_due(events, intervals).select(
+        "protocol",
+        "group",
+        "member",
+        "t",
+        F.lit(None).cast("int").alias("alive_v"),
+        F.lit(None).cast("int").alias("reb_v"),
+        F.lit(None).cast("int").alias("closing_v"),
+        F.col("due").alias("claim_v"),
+        F.lit(0).alias("d_own"),
+        F.lit(2).alias("ord"),
+    )
+    life = life.transform(union_frames, orders).transform(union_frames, due)
     own = intervals.select(
         "protocol", "group", "member", F.col("s").alias("t"), F.lit(1).alias("d_own")
     ).transform(
@@ -151,6 +249,8 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         F.lit(None).cast("int").alias("alive_v"),
         F.lit(None).cast("int").alias("reb_v"),
         F.lit(None).cast("int").alias("closing_v"),
+        # A claim (the owned count rises) ends the claiming.
+        F.when(F.col("d_own") > 0, 0).cast("int").alias("claim_v"),
         "d_own",
         F.when(F.col("d_own") < 0, 1).otherwise(3).alias("ord"),
     )
@@ -170,8 +270,16 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         F.coalesce(F.last("reb_v", ignorenulls=True).over(w), F.lit(0)).alias("reb"),
         F.sum("d_own").over(w).alias("owned"),
         F.coalesce(F.last("closing_v", ignorenulls=True).over(w), F.lit(0)).alias("closing"),
+        (F.coalesce(F.last("claim_v", ignorenulls=True).over(w), F.lit(0)) > 0)
+        .cast("int")
+        .alias("claiming"),
     )
-    idle = (F.col("alive") == 1) & (F.col("owned") <= 0) & (F.col("closing") == 0)
+    idle = (
+        (F.col("alive") == 1)
+        & (F.col("owned") <= 0)
+        & (F.col("closing") == 0)
+        & (F.col("claiming") == 0)
+    )
     return out.withColumn("idle", idle.cast("int"))
 
 
@@ -180,10 +288,10 @@ def group_timeline(
 ) -> DataFrame:
     """Per group change points: ``protocol, group, t, t_next, live, idle, reb, coord_busy``.
 
-    ``live``: live members; ``idle``: live members owning nothing, not closing
-    (:func:`member_timeline`); ``reb``: members mid-rebalance; ``coord_busy``:
-    1 while the coordinator's group state is not Stable/Empty/Dead. Values
-    hold over ``[t, t_next)``.
+    ``live``: live members; ``idle``: live members owning nothing, not closing,
+    not claiming (:func:`member_timeline`); ``reb``: members mid-rebalance;
+    ``coord_busy``: 1 while the coordinator's group state is not
+    Stable/Empty/Dead. Values hold over ``[t, t_next)``.
     """
     mt = member_timeline(events, intervals)
     wm = Window.partitionBy("protocol", "group", "member").orderBy("t", "ord")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -650,3 +651,115 @@ def test_a_release_in_the_instant_of_the_stop_counts_as_revoked(spark: SparkSess
         "consumer": [("leave", 2)],
         "classic-eager": [("leave", 0)],
     }
+
+
+# ------------------------------------- a rebalance completed, its claims to follow
+
+
+def claim_history(
+    protocol: str,
+    group: str,
+    last: Sequence[str],
+    *,
+    claims: bool,
+    first: Sequence[str] = ("t:0", "t:1"),
+) -> H:
+    """An eager rebalance at 200 whose last member logs its claims after its completion.
+
+    c-0 and c-1 own t:0..t:3 from 10 and give everything up at 200.1; the
+    coordinator (if any) is Stable again at 299.9; c-0 completes with ``first``
+    at 300 and claims it at 300.03; c-1 completes last, at 300.12, with
+    ``last``, and (``claims``) claims them at 300.15, as a real classic member
+    does (``rebalance_completed`` at the SyncGroup response,
+    ``onPartitionsAssigned`` after). Without ``claims`` it never does. c-1
+    starts another rebalance at 400.
+    """
+    h = _two_members(H(protocol=protocol, group=group).run(0, 1000))
+    if not h.legacy:
+        h.group_state("PreparingRebalance", at=200)
+    h.rebalance("c-0", 200, 300, first).rebalance("c-1", 200, 300.12, last)
+    h.revoke("c-0", ["t:0", "t:1"], at=200.1).revoke("c-1", ["t:2", "t:3"], at=200.1)
+    if not h.legacy:
+        h.group_state("Stable", at=299.9)
+    h.assign("c-0", first, at=300.03)
+    if claims and last:
+        h.assign("c-1", last, at=300.15)
+    return h.trigger("c-1", at=400)
+
+
+@pytest.fixture(scope="module")
+def claiming(spark: SparkSession) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Every protocol's claim histories through the checkers (one Spark job).
+
+    Groups: ``claimed`` (c-1 claims t:2, t:3 30 us after its completion),
+    ``unclaimed`` (it never claims them), ``nothing`` (its completion gives it
+    nothing while t:3 has no owner). Returns the anomaly rows by protocol and
+    the member timeline's rows.
+    """
+    from analysis.checkers import SharedFrames
+    from analysis.timelines import member_timeline
+
+    frames = []
+    for p in PROTOCOLS:
+        frames += [
+            claim_history(p, "claimed", ["t:2", "t:3"], claims=True).df(spark),
+            claim_history(p, "unclaimed", ["t:2", "t:3"], claims=False).df(spark),
+            claim_history(p, "nothing", [], claims=False, first=["t:0", "t:1", "t:2"]).df(spark),
+        ]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    sh = SharedFrames(df)
+    rows = [r.asDict() for r in run_checkers(df, sh).collect()]
+    timeline = [r.asDict() for r in member_timeline(sh.control, sh.intervals).collect()]
+    return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}, timeline
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_member_between_its_completed_rebalance_and_its_claims_strands_nothing(
+    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+) -> None:
+    """The 30 us before the claims are no stranded partition (they were before).
+
+    The cost of the definition: a member that never claims what it was given
+    strands nothing either until its next rebalance.
+    """
+    rows = claiming[0][protocol]
+    assert _stranded(rows, "claimed") == []
+    assert _stranded(rows, "unclaimed") == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_member_given_nothing_beside_an_unowned_partition_still_strands_it(
+    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+) -> None:
+    """c-1's completion lists no partition while t:3 has no owner: stranded until 400."""
+    assert _stranded(claiming[0][protocol], "nothing") == [(3, 300.12, 400.0)]
+
+
+def test_claiming_lasts_from_the_completion_to_the_claims_or_the_next_rebalance(
+    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]],
+) -> None:
+    """c-1's member timeline: ``(alive, owned, reb, claiming, idle)`` over time."""
+    for p in PROTOCOLS:
+        mt = sorted(
+            (r for r in claiming[1] if r["protocol"] == p and r["member"] == "c-1"),
+            key=lambda r: (r["group"], r["t"], r["ord"]),
+        )
+
+        def at(group: str, t: float, rows: list[dict[str, Any]] = mt) -> tuple[int, ...]:
+            """The member's state holding at ``t`` (its last row at or before ``t``)."""
+            r = [r for r in rows if r["group"] == group and r["t"] <= t][-1]
+            return (r["alive"], r["owned"], r["reb"], r["claiming"], r["idle"])
+
+        for g in ("claimed", "unclaimed", "nothing"):
+            # Its first assignment claimed in the instant of its completion.
+            assert at(g, 10) == (1, 2, 0, 0, 0), (p, g)
+            # Revoked, mid-rebalance: idle (an eager pause).
+            assert at(g, 250) == (1, 0, 1, 0, 1), (p, g)
+        assert at("claimed", 300.13) == (1, 0, 0, 1, 0), p
+        assert at("claimed", 300.15) == (1, 2, 0, 0, 0), p
+        assert at("unclaimed", 399) == (1, 0, 0, 1, 0), p
+        # The next rebalance ends it: idle again (and mid-rebalance).
+        assert at("unclaimed", 400) == (1, 0, 1, 0, 1), p
+        assert at("nothing", 300.13) == (1, 0, 0, 0, 1), p
