@@ -57,6 +57,7 @@ from typing import Final, Literal, Protocol, cast
 import re2  # google-re2: RE2's own binding (no type information; see _Re2Pattern)
 
 from emulator.kafka_keys import kafka_version_at_least, parse_kafka_version
+from emulator.modern.config import KIP848_REGEX_SINCE, RE2J_NAMED_GROUPS_SINCE
 
 __all__ = [
     "BLACKLIST",
@@ -86,12 +87,6 @@ DIALECTS: Final[tuple[Dialect, ...]] = ("java", "re2j")
 Re2jVersion = Literal["1.7", "1.8"]
 """The RE2/J release a Kafka broker evaluates KIP-848 regexes with."""
 RE2J_VERSIONS: Final[tuple[Re2jVersion, ...]] = ("1.7", "1.8")
-
-KIP848_REGEX_SINCE: Final = (4, 0)
-"""The first release whose brokers resolve a KIP-848 ``SubscribedTopicRegex``
-(ConsumerGroupHeartbeat v1; KAFKA-17593, first released in 4.0; 3.9 has v0 only)."""
-RE2J_NAMED_GROUPS_SINCE: Final = (4, 1)
-"""The first Kafka release on RE2/J 1.8, which reads ``(?<name>...)`` (4.0 ships 1.7)."""
 
 FilterKind = Literal["whitelist", "blacklist"]
 """The 0.8 consumer's ``TopicFilter``: ``Whitelist`` or ``Blacklist``."""

@@ -35,6 +35,7 @@ from emulator.kafka_keys import (
     KafkaValue,
     effective_value,
     kafka_int_limit,
+    kafka_version_at_least,
     parse_kafka_version,
 )
 from emulator.scenario import plan
@@ -175,7 +176,7 @@ class _Parser(TableReader):
         topic_names = [t.name for t in topics]
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
-        kafka = self.kafka(self.table(doc, "kafka"), time_scale)
+        kafka = self.kafka(self.table(doc, "kafka"), time_scale, kafka_version)
         if group.manual_commit != "none":
             for key in AUTO_COMMIT_KEYS:
                 if kafka.get(key) is True:
@@ -499,7 +500,9 @@ class _Parser(TableReader):
             rebalance_listener=listener,
         )
 
-    def kafka(self, table: dict[str, object], time_scale: float) -> dict[str, KafkaValue]:
+    def kafka(
+        self, table: dict[str, object], time_scale: float, kafka_version: str
+    ) -> dict[str, KafkaValue]:
         values: dict[str, KafkaValue] = {}
         for name, value in table.items():
             shown = f"[kafka].{json.dumps(name)}"
@@ -508,6 +511,13 @@ class _Parser(TableReader):
                 hint = did_you_mean(name, KAFKA_CONFIG_KEYS, lambda k: f'"{k}"')
                 self.fail(shown, f"{shown}: unknown Kafka config{hint}")
             values[name] = self.kafka_value(spec, shown, value)
+            if spec.since is not None and not kafka_version_at_least(kafka_version, spec.since):
+                release = ".".join(str(p) for p in spec.since)
+                self.fail(
+                    shown,
+                    f"{shown}: new in Kafka {release}, and kafka_version is {kafka_version} "
+                    f"(that release has no such config)",
+                )
         for left, op, right, where in KAFKA_ORDER_RULES:
             if left not in values and right not in values:
                 continue
