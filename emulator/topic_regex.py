@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, cast
 
@@ -77,6 +78,7 @@ __all__ = [
     "compile_pattern",
     "java_to_python",
     "re2j_version_for",
+    "select_topics",
     "topic_filter_regex",
 ]
 
@@ -295,6 +297,36 @@ class TopicFilter:
         if exclude_internal and topic in INTERNAL_TOPICS:
             return False
         return self.matcher.matches(topic) == (self.kind == WHITELIST)
+
+
+def select_topics(
+    topics: Iterable[str],
+    pattern: str,
+    kind: FilterKind = WHITELIST,
+    *,
+    dialect: Dialect = "java",
+    exclude_internal: bool = True,
+) -> tuple[str, ...]:
+    """The topics a pattern subscription selects, in the order given.
+
+    A full match of ``pattern`` as written (no 0.8 rewrite: see
+    :class:`TopicFilter` for that), or for a ``blacklist`` every topic it does
+    not match; internal topics are left out when ``exclude_internal``
+    (``exclude.internal.topics``; a KIP-848 coordinator's RE2/J resolution keeps
+    them: pass ``False``).
+
+    Raises:
+        TopicRegexError: as :func:`compile_pattern`.
+    """
+    matcher = compile_pattern(pattern, dialect)
+    if kind not in FILTER_KINDS:
+        raise ValueError(f"unknown topic filter {kind!r}; expected one of {FILTER_KINDS}")
+    want = kind == WHITELIST
+    return tuple(
+        t
+        for t in topics
+        if not (exclude_internal and t in INTERNAL_TOPICS) and matcher.matches(t) == want
+    )
 
 
 # --------------------------------------------------------------------------- RE2/J

@@ -73,6 +73,7 @@ from emulator.scenario.model import (
 )
 from emulator.scenario.reader import TableReader, in_array, in_section
 from emulator.scenario.timeline import TimelineReader
+from emulator.topic_regex import WHITELIST, select_topics
 
 __all__ = [
     "ASSIGNOR_NAMES",
@@ -287,17 +288,7 @@ class _Parser(TableReader):
         for i, table in enumerate(raw):
             where = f"topics[{i}]"
             self.check_keys(table, ("name", "partitions", "replication_factor"), in_array(where))
-            name = self.string(
-                table,
-                "name",
-                f"{where}.name",
-                None,
-                _NAME_RE,
-                249,
-                "a Kafka topic name: letters, digits, '.', '_' or '-' (at most 249)",
-            )
-            if name in (".", ".."):
-                self.must(f"{where}.name", "a Kafka topic name other than '.' or '..'", name)
+            name = self.topic_name(table, "name", f"{where}.name")
             if name in first_seen:
                 self.fail(
                     f"{where}.name",
@@ -422,8 +413,27 @@ class _Parser(TableReader):
                 "zk_latency_ms",
                 "manual_commit",
                 "rebalance_listener",
+                "topic_pattern",
+                "topic_filter",
             ),
             in_section("group"),
+        )
+        pattern: str | None = None
+        if "topic_pattern" in table:
+            if "topics" in table:
+                self.fail(
+                    "[group].topic_pattern",
+                    "[group].topic_pattern: not allowed together with [group].topics (a group "
+                    "subscribes by names or by a pattern)",
+                )
+            pattern = self.topic_pattern(table, "topic_pattern", "[group].topic_pattern")
+        kind = self.topic_filter(
+            table, "topic_filter", "[group].topic_filter", "[group].topic_pattern"
+        )
+        topics = (
+            self.topic_list(table, "topics", "[group].topics", topic_names)
+            if pattern is None
+            else select_topics(topic_names, pattern, WHITELIST if kind is None else kind)
         )
         manual = self.choice(
             table, "manual_commit", "[group].manual_commit", "none", MANUAL_COMMIT_MODES
@@ -457,7 +467,7 @@ class _Parser(TableReader):
                 limit=MAX_MEMBERS,
                 limit_note="the most members a run holds, joins included",
             ),
-            topics=self.topic_list(table, "topics", "[group].topics", topic_names),
+            topics=topics,
             streams_per_consumer=self.integer(
                 table,
                 "streams_per_consumer",
@@ -498,6 +508,8 @@ class _Parser(TableReader):
             ),
             manual_commit=manual,
             rebalance_listener=listener,
+            topic_pattern=pattern,
+            topic_filter=WHITELIST if kind is None else kind,
         )
 
     def kafka(

@@ -19,6 +19,7 @@ from emulator.topic_regex import (
     compile_pattern,
     java_to_python,
     re2j_version_for,
+    select_topics,
     topic_filter_regex,
 )
 from zk_registry import layout
@@ -323,3 +324,17 @@ def test_zk_layout_delegates_to_the_filter() -> None:
     assert layout.topic_allowed("white_list", r"\Qa.b\E", "a.b")  # Java's quoting now reads
     with pytest.raises(ValueError, match="not a wildcard pattern"):
         layout.topic_allowed("static", "a", "a")
+
+
+def test_select_topics() -> None:
+    names = ("events-1", "__consumer_offsets", "audit", "events-2")
+    assert select_topics(names, "events-.*") == ("events-1", "events-2")
+    assert select_topics(names, "events-.*", "blacklist") == ("audit",)
+    assert select_topics(names, ".*") == ("events-1", "audit", "events-2")
+    # the KIP-848 coordinator resolves over every topic, internal ones included
+    assert select_topics(names, "__.*", dialect="re2j", exclude_internal=False) == (
+        "__consumer_offsets",
+    )
+    assert select_topics(names, "a, b") == ()  # as written: no 0.8 rewrite
+    with pytest.raises(ValueError, match="unknown topic filter"):
+        select_topics(names, "a", "greylist")  # type: ignore[arg-type]
