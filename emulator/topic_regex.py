@@ -119,13 +119,9 @@ class TopicRegexError(ValueError):
 _DIALECT_NAMES: Final = {"java": "java.util.regex", "re2j": "RE2/J"}
 
 
-class _Re2Pattern(Protocol):
-    """What this module uses of a compiled ``re2`` pattern (the binding has no types)."""
-
-    def fullmatch(self, text: str) -> object | None: ...
-
-
 class _Matcher(Protocol):
+    """What this module uses of a compiled pattern, ``re``'s or ``re2``'s (which has no types)."""
+
     def fullmatch(self, text: str) -> object | None: ...
 
 
@@ -202,13 +198,21 @@ def _compile(pattern: str, dialect: Dialect, re2j_version: Re2jVersion | None) -
                 ) from None
             except re.error as err:
                 raise TopicRegexError(pattern, dialect, _python_error(err)) from None
+            except OverflowError:
+                raise TopicRegexError(
+                    pattern, dialect, "a repetition count too large (Java: illegal repetition)"
+                ) from None
+            except RecursionError:
+                raise TopicRegexError(
+                    pattern, dialect, "groups nested too deeply for Python's re"
+                ) from None
     else:
         assert re2j_version is not None
         _re2j_guards(pattern, re2j_version)
         options = re2.Options()
         options.log_errors = False  # RE2 logs every parse error to stderr otherwise
         try:
-            compiled = cast(_Re2Pattern, re2.compile(pattern, options))
+            compiled = cast(_Matcher, re2.compile(pattern, options))
         except re2.error as err:
             raise TopicRegexError(pattern, dialect, _re2_error(err)) from None
     return TopicMatcher(pattern, dialect, re2j_version, compiled)

@@ -165,6 +165,8 @@ def test_java_rejections(pattern: str, fragment: str) -> None:
         ("[+--]", "Possible set difference"),
         (r"\E", r"\E at position 0 without a \Q"),
         ("(?<=a|bc)d", "look-behind requires fixed-width pattern"),  # Java accepts this one
+        ("a{99999999999}", "a repetition count too large"),
+        ("(" * 5000 + ")" * 5000, "groups nested too deeply"),
     ],
 )
 def test_java_constructs_without_a_faithful_python_reading_are_refused(
