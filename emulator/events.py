@@ -28,11 +28,20 @@ event per batch, never one per message.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
+"""The event schema's version, in every record's ``v``.
+
+Versions only add (kinds, fields, values), so a reader of version ``n`` reads
+every older log: a field an older record lacks is a null column. 1: unframed
+logs; 2: framed logs (:mod:`emulator.logformat`, whose own framing version
+follows the file, not this number); 3: the topic lifecycle (``topic_created``,
+``topic_deletion_requested``, ``topic_deleted``, ``topic_pattern_resolved``) and
+the fields ``incarnation``, ``replication_factor``, ``pattern`` and ``topics``.
+"""
 
 FieldType = Literal["string", "long", "double", "boolean"]
 
@@ -90,6 +99,15 @@ FIELDS: Final[tuple[Field, ...]] = (
         "long",
         "ZooKeeper zxid of the change: the czxid of the owner znode a legacy claim created",
     ),
+    Field(
+        "incarnation",
+        "long",
+        "a topic's incarnation, from 1: a topic deleted and created again under the same name "
+        "is a new one, its offsets from 0 (Kafka's topic id from 2.8; 0.8 has none)",
+    ),
+    Field("replication_factor", "long", "a topic's replication factor"),
+    Field("pattern", "string", "a subscription pattern (a regex, or a 0.8 filter string)"),
+    Field("topics", "string", "a topic list as 'a,b,c' (sorted; empty: none)"),
 )
 
 FIELD_NAMES: Final[frozenset[str]] = frozenset(f.name for f in FIELDS)
@@ -176,13 +194,41 @@ class EventKind(enum.StrEnum):
     PARTITIONS_LOST = "partitions_lost"  # partitions lost (onPartitionsLost)
     REQUEST_ERROR = "request_error"  # reason = Kafka error name; detail = request kind
     COMMIT_FAILED = "commit_failed"  # reason = error name (CommitFailedException)
+    # topics coming and going (the cluster: the 0.8 controller, the modern metadata)
+    TOPIC_CREATED = (
+        "topic_created"  # topic, count = partitions, replication_factor, incarnation;
+        # reason = timeline (a create_topic action) | auto (auto.create.topics.enable)
+    )
+    TOPIC_DELETION_REQUESTED = (
+        "topic_deletion_requested"  # topic; state = started | ignored (delete.topic.enable
+        # false: the marker stays, nothing happens)
+    )
+    TOPIC_DELETED = "topic_deleted"  # topic, incarnation: the topic is gone
+    TOPIC_PATTERN_RESOLVED = (
+        "topic_pattern_resolved"  # pattern, topics = what it matched; member (a client
+        # matching on its metadata) or broker (a KIP-848 coordinator resolving the regex)
+    )
 
 
 @dataclass(frozen=True)
 class EventSpec:
-    """The fields an event kind must carry beyond the envelope."""
+    """The fields an event kind must carry beyond the envelope.
+
+    Attributes:
+        required: fields that must be set.
+        any_of: at least one of these must be set (empty: no such rule).
+        values: a field's allowed values, when it is set.
+    """
 
     required: tuple[str, ...] = ()
+    any_of: tuple[str, ...] = ()
+    values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+TOPIC_CREATED_REASONS: Final = ("timeline", "auto")
+"""Why a topic was created: a ``create_topic`` timeline action, or auto-creation."""
+TOPIC_DELETION_STATES: Final = ("started", "ignored")
+"""What a deletion request did: the deletion started, or ``delete.topic.enable`` is false."""
 
 
 SPECS: Final[Mapping[EventKind, EventSpec]] = {
@@ -207,6 +253,15 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.GROUP_STATE_CHANGED: EventSpec(("state",)),
     EventKind.REQUEST_ERROR: EventSpec(("reason",)),
     EventKind.COMMIT_FAILED: EventSpec(("reason",)),
+    EventKind.TOPIC_CREATED: EventSpec(
+        ("topic", "count", "replication_factor", "incarnation", "reason"),
+        values={"reason": TOPIC_CREATED_REASONS},
+    ),
+    EventKind.TOPIC_DELETION_REQUESTED: EventSpec(
+        ("topic", "state"), values={"state": TOPIC_DELETION_STATES}
+    ),
+    EventKind.TOPIC_DELETED: EventSpec(("topic", "incarnation")),
+    EventKind.TOPIC_PATTERN_RESOLVED: EventSpec(("pattern", "topics"), any_of=("member", "broker")),
 }
 
 Event = dict[str, object]
@@ -253,6 +308,20 @@ def validate_event(event: Mapping[str, object]) -> None:
         for name in spec.required:
             if event.get(name) is None:
                 raise EventError(f"event {ek.value!r} needs field {name!r}")
+        if spec.any_of and all(event.get(name) is None for name in spec.any_of):
+            needed = " or ".join(repr(name) for name in spec.any_of)
+            raise EventError(f"event {ek.value!r} needs field {needed}")
+        for name, allowed in spec.values.items():
+            value = event.get(name)
+            if value is not None and value not in allowed:
+                raise EventError(
+                    f"event {ek.value!r} field {name!r} must be one of {allowed}, got {value!r}"
+                )
+
+
+def format_topics(topics: Iterable[str]) -> str:
+    """Render topic names as ``'a,b'`` (sorted, each once; ``''`` for none)."""
+    return ",".join(sorted(set(topics)))
 
 
 def format_partitions(partitions: object) -> str:

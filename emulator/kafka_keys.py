@@ -167,6 +167,8 @@ class KafkaKeySpec:
         settable: whether a scenario's ``[kafka]`` may set it; the others the
             emulator reads at Kafka's default only (an emulator choice: they do
             not shape a rebalance).
+        since: the first release (``kafka_version``) with the key; a scenario
+            that sets it for an older release is refused (``None``: every release).
     """
 
     name: str
@@ -180,6 +182,7 @@ class KafkaKeySpec:
     used_by: str = ""
     source: str = ""
     settable: bool = True
+    since: tuple[int, ...] | None = None
 
 
 def _same_as(other: str) -> DefaultFn:
@@ -204,6 +207,7 @@ _SRC_KC082 = "K@0.8.2.2 server/KafkaConfig.scala; kafka-protocols.md A3"
 _SRC_CC39 = "K@3.9 clients/.../consumer/ConsumerConfig.java; kafka-protocols.md B6"
 _SRC_GC39 = "K@3.9 GroupCoordinatorConfig.java; kafka-protocols.md B6"
 _SRC_C6 = "K@trunk GroupCoordinatorConfig.java; kafka-protocols.md C6"
+_TOPICS = "broker (0.8.2 and modern)"
 
 _CLASSIC_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -366,6 +370,68 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         used_by=_BROKER + " and " + _CLASSIC_GC + " (capped at the live brokers)",
         source="K@0.8.2.2 server/OffsetManager.scala OffsetManagerConfig (a Short, 3); "
         "K@3.9 GroupCoordinatorConfig.java (3)",
+    ),
+    # ---- topics coming and going (issue 19; notes/issue19-facts.md A1-A3, B2-B3)
+    KafkaKeySpec(
+        "auto.create.topics.enable",
+        "bool",
+        True,
+        used_by=_TOPICS + ": a metadata request for a missing topic creates it",
+        source="K@0.8.2.2 server/KafkaConfig.scala 214; K@3.9 ServerLogConfigs.java 160",
+    ),
+    KafkaKeySpec(
+        "delete.topic.enable",
+        "bool",
+        True,
+        protocol_defaults={"zookeeper": False},
+        # KIP-162 turned it on in 1.0.0; the classic generation's releases before that had false.
+        versions=(VersionRule(False, before=(1, 0)),),
+        used_by=_TOPICS + ": false leaves /admin/delete_topics/<t> as a marker, nothing deleted",
+        source="K@0.8.2.2 server/KafkaConfig.scala 344 (false); K@1.0.0 KafkaConfig.scala 185 "
+        "(true, KIP-162); K@3.9 ServerConfigs.java 81",
+    ),
+    KafkaKeySpec(
+        "num.partitions",
+        "int",
+        1,
+        minimum=1,
+        used_by=_TOPICS + ": the partitions of an auto-created topic",
+        source="K@0.8.2.2 server/KafkaConfig.scala 133 (getIntInRange 1..); "
+        "K@3.9 ServerLogConfigs.java 33",
+    ),
+    KafkaKeySpec(
+        "default.replication.factor",
+        "int",
+        1,
+        minimum=1,
+        used_by=_TOPICS + ": the replication factor of an auto-created topic",
+        source="K@0.8.2.2 server/KafkaConfig.scala 230; K@3.9 ReplicationConfigs.java 44",
+    ),
+    KafkaKeySpec(
+        "exclude.internal.topics",
+        "bool",
+        True,
+        used_by=_LEGACY + " and " + _CLASSIC + ": a pattern never matches __consumer_offsets",
+        source="K@0.8.2.2 consumer/ConsumerConfig.scala 51, 179; K@3.9 ConsumerConfig.java 333",
+    ),
+    KafkaKeySpec(
+        "allow.auto.create.topics",
+        "bool",
+        True,
+        used_by=_CLASSIC + " and KIP-848 client: its metadata requests may create a "
+        "subscribed topic (with the broker's auto.create.topics.enable)",
+        source="K@3.9 ConsumerConfig.java 378 (KIP-361, 2.3.0; before it, always allowed)",
+        since=(2, 3),
+    ),
+    KafkaKeySpec(
+        "group.consumer.regex.refresh.interval.ms",
+        "int",
+        600000,
+        minimum=10000,
+        used_by=_KIP848 + ": the periodic re-resolution of subscribed regexes (4.1+)",
+        source="CK@4.1 GroupCoordinatorConfig.java 213-216, 330 (an internal config, "
+        "atLeast(10 * 1000); KAFKA-18961)",
+        since=(4, 1),
     ),
     # ---- classic client, K@3.9 (B6)
     KafkaKeySpec(

@@ -45,6 +45,13 @@ class BrokerSettings:
         offsets_topic_num_partitions: ``offsets.topic.num.partitions`` (50).
         offsets_topic_replication_factor: ``offsets.topic.replication.factor``
             (3; the run caps it at the live brokers).
+        auto_create_topics_enable: ``auto.create.topics.enable`` (true): a
+            metadata request for a missing topic creates it.
+        delete_topic_enable: ``delete.topic.enable`` (false in 0.8.2, true
+            from 1.0, KIP-162): false leaves a deletion marker and deletes nothing.
+        num_partitions: ``num.partitions`` (1): an auto-created topic's partitions.
+        default_replication_factor: ``default.replication.factor`` (1): an
+            auto-created topic's replication factor.
     """
 
     replica_fetch_max_bytes: int
@@ -57,6 +64,10 @@ class BrokerSettings:
     unclean_leader_election_enable: bool
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    num_partitions: int
+    default_replication_factor: int
 
     @classmethod
     def from_settings(cls, kafka: KafkaSettings) -> BrokerSettings:
@@ -80,6 +91,10 @@ class BrokerSettings:
             unclean_leader_election_enable=kafka.get_bool("unclean.leader.election.enable"),
             offsets_topic_num_partitions=kafka.get_int("offsets.topic.num.partitions"),
             offsets_topic_replication_factor=kafka.get_int("offsets.topic.replication.factor"),
+            auto_create_topics_enable=kafka.get_bool("auto.create.topics.enable"),
+            delete_topic_enable=kafka.get_bool("delete.topic.enable"),
+            num_partitions=kafka.get_int("num.partitions"),
+            default_replication_factor=kafka.get_int("default.replication.factor"),
         )
 
 

@@ -62,12 +62,12 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from emulator.javahash import java_string_hashcode
+from emulator.topic_regex import BLACKLIST, INTERNAL_TOPICS, WHITELIST, TopicFilter
 
 __all__ = [
     "ADMIN_PATH",
@@ -189,8 +189,8 @@ INITIAL_CONTROLLER_EPOCH: Final = 1
 STATIC_PATTERN: Final = "static"
 WHITE_LIST_PATTERN: Final = "white_list"
 BLACK_LIST_PATTERN: Final = "black_list"
-#: ``Topic.InternalTopics`` in 0.8.2 (``OffsetManager.OffsetsTopicName``).
-INTERNAL_TOPICS: Final[frozenset[str]] = frozenset({"__consumer_offsets"})
+#: ``Topic.InternalTopics`` in 0.8.2 (``OffsetManager.OffsetsTopicName``): the one of
+#: :mod:`emulator.topic_regex`, imported above.
 
 
 def _check_segment(name: str, what: str) -> str:
@@ -720,13 +720,6 @@ def _registration_of(data: bytes) -> ConsumerRegistration:
     return decode_consumer_registration(data)
 
 
-def _topic_filter_regex(raw: str) -> str:
-    """``TopicFilter.regex`` (K@0.8.2.2 ``consumer/TopicFilter.scala``)."""
-    regex = raw.strip().replace(",", "|").replace(" ", "")
-    regex = re.sub(r"""^["']+""", "", regex)
-    return re.sub(r"""["']+$""", "", regex)
-
-
 def topic_allowed(pattern: str, raw_regex: str, topic: str, exclude_internal: bool = True) -> bool:
     """``Whitelist``/``Blacklist.isTopicAllowed`` for a wildcard registration.
 
@@ -738,15 +731,25 @@ def topic_allowed(pattern: str, raw_regex: str, topic: str, exclude_internal: bo
         exclude_internal: ``exclude.internal.topics`` (default true).
 
     Returns:
-        Whether the topic is part of the subscription (Java ``String.matches``
-        is a full match; Python's ``re`` dialect stands in for Java's).
+        Whether the topic is part of the subscription: the 0.8 ``TopicFilter``
+        of :mod:`emulator.topic_regex` (its rewrite of the string, Java's full
+        match read through Python's ``re``).
+
+    Raises:
+        emulator.topic_regex.TopicRegexError: a regex Java rejects, or one the
+            emulator cannot read faithfully.
+        ValueError: ``pattern`` is not a wildcard pattern.
     """
-    regex = _topic_filter_regex(raw_regex)
-    matches = re.fullmatch(regex, topic) is not None
+    return _topic_filter(pattern, raw_regex).allowed(topic, exclude_internal)
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_filter(pattern: str, raw_regex: str) -> TopicFilter:
+    """A registration's filter (cached: each member re-reads every peer's at each rebalance)."""
     if pattern == WHITE_LIST_PATTERN:
-        return matches and not (exclude_internal and topic in INTERNAL_TOPICS)
+        return TopicFilter(raw_regex, WHITELIST)
     if pattern == BLACK_LIST_PATTERN:
-        return not matches and not (exclude_internal and topic in INTERNAL_TOPICS)
+        return TopicFilter(raw_regex, BLACKLIST)
     raise ValueError(f"not a wildcard pattern: {pattern!r}")
 
 

@@ -67,6 +67,27 @@ UNIFORM_STABLE_QUOTA_SINCE: Final = (4, 0, 1)
 """KAFKA-18688 (apache/kafka#19677): the uniform assignor's extra-slot rule, first
 released in 4.0.1 (the 4.0 backport) and 4.1.0."""
 
+KIP848_REGEX_SINCE: Final = (4, 0)
+"""The first release whose brokers resolve a KIP-848 ``SubscribedTopicRegex``
+(ConsumerGroupHeartbeat v1, CK@4.0 ``ConsumerGroupHeartbeatRequest.json``; KAFKA-17593
+part 8, 24dd11d693). 3.9 has v0 only: a 3.9 client matches a pattern itself and
+sends ``SubscribedTopicNames``."""
+
+RE2J_NAMED_GROUPS_SINCE: Final = (4, 1)
+"""The first release on RE2/J 1.8, which reads ``(?<name>...)``; 4.0 ships RE2/J 1.7
+(``gradle/dependencies.gradle`` of CK@4.0 and CK@4.1)."""
+
+REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: Final = 10_000
+"""The least time between two resolutions of a group's regexes: the coordinator
+starts one only when ``now > lastRefresh + 10000`` (CK@4.1 ``GroupMetadataManager``
+``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS`` 409; CK@4.0 ``REGEX_BATCH_REFRESH_INTERVAL_MS``
+336). A constant, not a config."""
+
+REGEX_PERIODIC_REFRESH_SINCE: Final = (4, 1)
+"""KAFKA-18961 (61442394c3): the time-based refresh of resolved regexes every
+``group.consumer.regex.refresh.interval.ms``; 4.0 refreshes only for an unresolved
+regex or a new topic."""
+
 
 def assignor_name(value: str) -> str:
     """Map a ``partition.assignment.strategy`` entry to the assignor's ``name()``.
@@ -455,6 +476,12 @@ class GroupCoordinatorConfig:
         new_member_join_timeout_ms: how long a brand-new member's JoinGroup
             may wait. Kafka lacks this as a setting: it is the constant
             ``GroupCoordinator.NewMemberJoinTimeoutMs`` = 300000 (B2).
+        regex_refresh_interval_ms: how often a KIP-848 group's resolved regexes
+            are resolved again with no other reason:
+            ``group.consumer.regex.refresh.interval.ms`` (600000) from 4.1
+            (:data:`REGEX_PERIODIC_REFRESH_SINCE`); ``None`` before, when only an
+            unresolved regex or a new topic starts a resolution. Either way, two
+            resolutions are at least :data:`REGEX_BATCH_REFRESH_MIN_INTERVAL_MS` apart.
     """
 
     kafka_version: str = DEFAULT_KAFKA_VERSION
@@ -488,6 +515,11 @@ class GroupCoordinatorConfig:
         "group.consumer.assignment.interval.ms", _CONSUMER
     )
     new_member_join_timeout_ms: int = default_int("new.member.join.timeout.ms", _CLASSIC)
+    regex_refresh_interval_ms: int | None = (
+        default_int("group.consumer.regex.refresh.interval.ms", _CONSUMER)
+        if kafka_version_at_least(DEFAULT_KAFKA_VERSION, REGEX_PERIODIC_REFRESH_SINCE)
+        else None
+    )
 
     @classmethod
     def for_version(cls, kafka_version: str = DEFAULT_KAFKA_VERSION) -> GroupCoordinatorConfig:
@@ -543,7 +575,21 @@ class GroupCoordinatorConfig:
             group_consumer_max_size=setting("group.consumer.max.size"),
             group_consumer_assignment_interval_ms=setting("group.consumer.assignment.interval.ms"),
             new_member_join_timeout_ms=setting("new.member.join.timeout.ms"),
+            # Before 4.1 the key does not exist: Kafka ignores it, as any unknown config.
+            regex_refresh_interval_ms=(
+                setting("group.consumer.regex.refresh.interval.ms")
+                if kafka_version_at_least(version, REGEX_PERIODIC_REFRESH_SINCE)
+                else None
+            ),
         )
+        if (
+            cfg.regex_refresh_interval_ms is not None
+            and cfg.regex_refresh_interval_ms < REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
+        ):
+            raise ValueError(
+                "group.consumer.regex.refresh.interval.ms must be at least "
+                f"{REGEX_BATCH_REFRESH_MIN_INTERVAL_MS} (atLeast(10 * 1000))"
+            )
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
             raise ValueError(
                 "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms"

@@ -22,7 +22,8 @@ Format, with every default::
     zookeeper_ensemble = 1       # 1, 3 or 5 members in the embedded ensemble
 
     [[topics]]                   # at least one, at most 1000
-    name = "events"              # required; Kafka's legal characters [a-zA-Z0-9._-], <= 249
+    name = "events"              # required; Kafka's legal characters [a-zA-Z0-9._-], <= 249;
+                                 # not "__consumer_offsets" (the brokers' own)
     partitions = 12              # required, 1 .. 50000 (200000 over all topics)
     replication_factor = 1       # 1 .. [cluster].brokers; partitions x replication_factor
                                  # <= 100000 (600000 over all topics)
@@ -38,6 +39,11 @@ Format, with every default::
     id = "<name>-group"          # [A-Za-z0-9._-], <= 249 (it is a ZooKeeper path element)
     consumers = 1                # initial members, 1 .. 100000 (joins included)
     topics = [...]               # default: every topic, in file order
+    topic_pattern = "events-.*"  # instead of topics: a subscription by regex, a full match
+                                 # (0.8 TopicFilter, the classic client's Pattern, KIP-848's
+                                 # RE2/J from 4.0); it must compile as Java reads it, as
+                                 # written and as 0.8 rewrites it (emulator.topic_regex)
+    topic_filter = "whitelist"   # with topic_pattern: the 0.8 filter, "whitelist" | "blacklist"
     streams_per_consumer = 1     # the legacy numStreams, 1 .. 1000 (x members <= 200000)
     processing_ms_per_message = 1.0   # 0 .. 86400000 (a day)
     consumers_per_host = 50      # emulated consumers per host actor, 1 .. 10000, and at
@@ -96,9 +102,15 @@ burst, a restart's return, a fault's end) must happen by ``duration_s``:
   ``duration_s`` later.
 * ``add_partitions``: ``topic``, ``partitions``: the new total, larger than
   the topic's count at that time.
-* ``subscribe``: ``topics`` (declared topics), ``members`` = ``"all"`` live
-  members: a subscription change. Members created later subscribe to
-  ``[group].topics``.
+* ``create_topic``: ``topic`` (a name no topic has then), ``partitions``,
+  ``replication_factor`` = 1 (at most the brokers up then, as
+  ``AdminUtils.createTopic`` requires).
+* ``delete_topic``: ``topic`` (one that exists then): marked for deletion,
+  which the brokers carry out as ``delete.topic.enable`` says (false in
+  0.8.2.2: nothing happens); the plan takes it as gone.
+* ``subscribe``: ``topics`` (topics that exist then) or ``topic_pattern`` (+
+  ``topic_filter``), ``members`` = ``"all"`` live members: a subscription
+  change. Members created later subscribe as ``[group]`` says.
 
 Members are named ``c-0``, ``c-1``, ... in creation order: the initial
 ``[group].consumers`` first, then each join in time order continues the
@@ -112,7 +124,8 @@ on host ``i % n_hosts``, ``n_hosts = ceil(members / consumers_per_host)``
 
 The timeline is checked through time: a member named must be alive then (not
 left, crashed, on a crashed host, or down in a restart), a broker or
-ZooKeeper member crashed must be up and one restarted down.
+ZooKeeper member crashed must be up and one restarted down, a topic created
+must not exist then and one deleted, grown or subscribed to must.
 :meth:`Scenario.action_plan` gives the expanded, seeded plan the orchestrator
 runs (:class:`emulator.scenario.faults.PlannedAction`); ``random`` choices use
 ``random.Random(f"{seed}/timeline/{index}")``.

@@ -26,7 +26,13 @@ Planned actions (:data:`ACTIONS`):
 * ``zk_crash`` / ``zk_restart``: ZooKeeper ensemble member ``zk_member``
   (a timeline ``zk_quorum_loss`` expands to these).
 * ``add_partitions``: ``topic`` grows to ``partitions`` partitions in total.
-* ``subscribe``: ``members`` change their subscription to ``topics``.
+* ``create_topic``: ``topic`` is created with ``partitions`` partitions of
+  ``replication_factor`` replicas (the admin path: ``AdminUtils.createTopic``).
+* ``delete_topic``: ``topic`` is marked for deletion (``/admin/delete_topics/<t>``;
+  what follows depends on ``delete.topic.enable``).
+* ``subscribe``: ``members`` change their subscription to ``topics``, or to
+  ``topic_pattern`` (with the 0.8 ``topic_filter``); ``topics`` then holds what the
+  pattern matches among the topics that exist at that moment.
 
 :data:`MEMBERSHIP_ACTIONS` (``join``, ``leave``, ``crash``) are the ordinary
 membership changes of the first scenario format, recorded as
@@ -68,6 +74,8 @@ FAULT_ACTIONS: Final = (
     "zk_crash",
     "zk_restart",
     "add_partitions",
+    "create_topic",
+    "delete_topic",
     "subscribe",
 )
 """Every other planned action (``FAULT_INJECTED`` events)."""
@@ -96,9 +104,14 @@ class PlannedAction:
         host: consumer-host index (host_crash).
         duration_s: how long a timed fault lasts (pause, slow, network_partition).
         target: what a network_partition cuts off (:data:`PARTITION_TARGETS`).
-        topic: the topic that grows (add_partitions).
-        partitions: its new partition count (add_partitions).
-        topics: the new subscription (subscribe).
+        topic: the topic that grows (add_partitions), is created (create_topic)
+            or deleted (delete_topic).
+        partitions: its new partition count (add_partitions, create_topic).
+        replication_factor: the created topic's (create_topic).
+        topics: the new subscription (subscribe): the names given, or what
+            ``topic_pattern`` matches among the topics that exist at ``at_s``.
+        topic_pattern: a subscription by pattern (subscribe), as written.
+        topic_filter: its 0.8 filter kind, ``whitelist`` or ``blacklist`` (subscribe).
         processing_ms_per_message: the slowed processing cost (slow).
         downtime_s: emulated seconds between the shutdown and the start (restart).
         event_index: the ``[[timeline]]`` entry it comes from (file order, from 0).
@@ -118,6 +131,9 @@ class PlannedAction:
     processing_ms_per_message: float | None = None
     downtime_s: float = 0.0
     event_index: int = 0
+    replication_factor: int | None = None
+    topic_pattern: str | None = None
+    topic_filter: str | None = None
 
     def params(self) -> dict[str, object]:
         """The action's parameters as a JSON-able dict, for an event's detail.
@@ -138,10 +154,13 @@ class PlannedAction:
             "topic": self.topic,
             "partitions": self.partitions,
             "processing_ms_per_message": self.processing_ms_per_message,
+            "replication_factor": self.replication_factor,
+            "topic_pattern": self.topic_pattern,
+            "topic_filter": self.topic_filter,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
-        if self.topics:
-            out["topics"] = list(self.topics)
+        if self.topics or self.topic_pattern is not None:
+            out["topics"] = list(self.topics)  # a pattern's match may be empty
         if self.action == "restart" or self.downtime_s != 0.0:
             out["downtime_s"] = self.downtime_s
         return out

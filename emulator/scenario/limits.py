@@ -31,6 +31,7 @@ __all__ = [
     "MAX_STREAMS_PER_CONSUMER",
     "MAX_TIME_SCALE",
     "MAX_TOPICS",
+    "MAX_TOPIC_PATTERN_CHARS",
     "MIN_TIME_SCALE",
     "ZK_MIN_SESSION_TIMEOUT_MS",
 ]
@@ -50,6 +51,9 @@ MAX_BROKERS: Final = 1_000
 MAX_TOPICS: Final = 1_000
 """Most topics: a legacy member's registration znode lists every subscribed topic (names of up
 to 249 characters) and must fit ZooKeeper's 1 MB ``jute.maxbuffer``."""
+MAX_TOPIC_PATTERN_CHARS: Final = 10_000
+"""Longest subscription pattern: a 0.8 wildcard member's registration znode holds it, and every
+run's manifest."""
 MAX_PARTITIONS_PER_TOPIC: Final = 50_000
 """Most partitions of one topic: ``/brokers/topics/<t>`` holds the topic's whole replica
 assignment in one znode, under ZooKeeper's 1 MB ``jute.maxbuffer`` (with

@@ -34,6 +34,7 @@ from emulator.protocols import GENERATIONS, assignor_for, spec
 from emulator.scenario.faults import ACTIONS, PlannedAction
 from emulator.scenario.plan import MEMBER_RE, MembershipChange, creation_index, expand, member_name
 from emulator.settings import BrokerSettings, FetchSettings
+from emulator.topic_regex import FilterKind
 
 __all__ = [
     "AUTO_COMMIT_KEYS",
@@ -90,7 +91,15 @@ class ProducerSpec:
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """``[group]``: the consumer group under test."""
+    """``[group]``: the consumer group under test.
+
+    A group subscribes by names (``topics``) or by a pattern (``topic_pattern``,
+    and for the 0.8 consumer a ``topic_filter``): then ``topics`` holds what the
+    pattern selects among the ``[[topics]]`` at the start, as a Java client
+    reads it (a full match, internal topics left out; for a ``blacklist``, the
+    topics it does not match). Each generation reads the pattern its own way as
+    topics come and go (:mod:`emulator.topic_regex`).
+    """
 
     id: str
     consumers: int
@@ -103,6 +112,8 @@ class GroupSpec:
     zk_latency_ms: float = 0.0
     manual_commit: str = "none"
     rebalance_listener: str = "none"
+    topic_pattern: str | None = None
+    topic_filter: FilterKind = "whitelist"
 
     def zk_latency_of(self, member: str, seed: int) -> float:
         """One legacy member's one-way network delay to ZooKeeper, in emulated ms.
@@ -178,9 +189,13 @@ class TimelineEvent:
         broker: the broker of a ``broker_crash`` or ``broker_restart``.
         zk_member: the ensemble member of a ``zk_crash`` or ``zk_restart``.
         restart_after_s: a crashed broker's or ZooKeeper member's time down.
-        topic: the topic of ``add_partitions``.
-        partitions: its new partition count.
-        topics: a ``subscribe``'s new subscription.
+        topic: the topic of ``add_partitions``, ``create_topic`` or ``delete_topic``.
+        partitions: its new partition count (``add_partitions``), or the
+            created topic's (``create_topic``).
+        replication_factor: the created topic's (``create_topic``).
+        topics: a ``subscribe``'s new subscription by names.
+        topic_pattern: a ``subscribe``'s new subscription by pattern.
+        topic_filter: that pattern's 0.8 filter kind (``whitelist`` or ``blacklist``).
         processing_ms_per_message: a ``slow`` member's processing cost.
     """
 
@@ -202,6 +217,9 @@ class TimelineEvent:
     partitions: int | None = None
     topics: tuple[str, ...] = ()
     processing_ms_per_message: float | None = None
+    replication_factor: int | None = None
+    topic_pattern: str | None = None
+    topic_filter: FilterKind | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-able dict: the keys of the first format always, the others when set."""
@@ -227,6 +245,9 @@ class TimelineEvent:
             "partitions": self.partitions,
             "topics": list(self.topics) if self.topics else None,
             "processing_ms_per_message": self.processing_ms_per_message,
+            "replication_factor": self.replication_factor,
+            "topic_pattern": self.topic_pattern,
+            "topic_filter": self.topic_filter,
         }
         out.update({k: v for k, v in extra.items() if v is not None})
         return out
@@ -565,6 +586,14 @@ class Scenario:
                 "zk_latency_ms": self.group.zk_latency_ms,
                 "manual_commit": self.group.manual_commit,
                 "rebalance_listener": self.group.rebalance_listener,
+                **(
+                    {}
+                    if self.group.topic_pattern is None
+                    else {
+                        "topic_pattern": self.group.topic_pattern,
+                        "topic_filter": self.group.topic_filter,
+                    }
+                ),
             },
             "kafka": dict(sorted(self.kafka.items())),
             "placement": {r: self.placement.of(r) for r in PLACEMENT_ROLES},

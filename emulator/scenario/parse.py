@@ -35,6 +35,7 @@ from emulator.kafka_keys import (
     KafkaValue,
     effective_value,
     kafka_int_limit,
+    kafka_version_at_least,
     parse_kafka_version,
 )
 from emulator.scenario import plan
@@ -72,6 +73,7 @@ from emulator.scenario.model import (
 )
 from emulator.scenario.reader import TableReader, in_array, in_section
 from emulator.scenario.timeline import TimelineReader
+from emulator.topic_regex import WHITELIST, select_topics
 
 __all__ = [
     "ASSIGNOR_NAMES",
@@ -175,7 +177,7 @@ class _Parser(TableReader):
         topic_names = [t.name for t in topics]
         producer = self.producer(self.table(doc, "producer"), topics)
         group = self.group(self.table(doc, "group"), topic_names, name)
-        kafka = self.kafka(self.table(doc, "kafka"), time_scale)
+        kafka = self.kafka(self.table(doc, "kafka"), time_scale, kafka_version)
         if group.manual_commit != "none":
             for key in AUTO_COMMIT_KEYS:
                 if kafka.get(key) is True:
@@ -286,17 +288,7 @@ class _Parser(TableReader):
         for i, table in enumerate(raw):
             where = f"topics[{i}]"
             self.check_keys(table, ("name", "partitions", "replication_factor"), in_array(where))
-            name = self.string(
-                table,
-                "name",
-                f"{where}.name",
-                None,
-                _NAME_RE,
-                249,
-                "a Kafka topic name: letters, digits, '.', '_' or '-' (at most 249)",
-            )
-            if name in (".", ".."):
-                self.must(f"{where}.name", "a Kafka topic name other than '.' or '..'", name)
+            name = self.topic_name(table, "name", f"{where}.name")
             if name in first_seen:
                 self.fail(
                     f"{where}.name",
@@ -421,8 +413,27 @@ class _Parser(TableReader):
                 "zk_latency_ms",
                 "manual_commit",
                 "rebalance_listener",
+                "topic_pattern",
+                "topic_filter",
             ),
             in_section("group"),
+        )
+        pattern: str | None = None
+        if "topic_pattern" in table:
+            if "topics" in table:
+                self.fail(
+                    "[group].topic_pattern",
+                    "[group].topic_pattern: not allowed together with [group].topics (a group "
+                    "subscribes by names or by a pattern)",
+                )
+            pattern = self.topic_pattern(table, "topic_pattern", "[group].topic_pattern")
+        kind = self.topic_filter(
+            table, "topic_filter", "[group].topic_filter", "[group].topic_pattern"
+        )
+        topics = (
+            self.topic_list(table, "topics", "[group].topics", topic_names)
+            if pattern is None
+            else select_topics(topic_names, pattern, WHITELIST if kind is None else kind)
         )
         manual = self.choice(
             table, "manual_commit", "[group].manual_commit", "none", MANUAL_COMMIT_MODES
@@ -456,7 +467,7 @@ class _Parser(TableReader):
                 limit=MAX_MEMBERS,
                 limit_note="the most members a run holds, joins included",
             ),
-            topics=self.topic_list(table, "topics", "[group].topics", topic_names),
+            topics=topics,
             streams_per_consumer=self.integer(
                 table,
                 "streams_per_consumer",
@@ -497,9 +508,13 @@ class _Parser(TableReader):
             ),
             manual_commit=manual,
             rebalance_listener=listener,
+            topic_pattern=pattern,
+            topic_filter=WHITELIST if kind is None else kind,
         )
 
-    def kafka(self, table: dict[str, object], time_scale: float) -> dict[str, KafkaValue]:
+    def kafka(
+        self, table: dict[str, object], time_scale: float, kafka_version: str
+    ) -> dict[str, KafkaValue]:
         values: dict[str, KafkaValue] = {}
         for name, value in table.items():
             shown = f"[kafka].{json.dumps(name)}"
@@ -508,6 +523,13 @@ class _Parser(TableReader):
                 hint = did_you_mean(name, KAFKA_CONFIG_KEYS, lambda k: f'"{k}"')
                 self.fail(shown, f"{shown}: unknown Kafka config{hint}")
             values[name] = self.kafka_value(spec, shown, value)
+            if spec.since is not None and not kafka_version_at_least(kafka_version, spec.since):
+                release = ".".join(str(p) for p in spec.since)
+                self.fail(
+                    shown,
+                    f"{shown}: new in Kafka {release}, and kafka_version is {kafka_version} "
+                    f"(that release has no such config)",
+                )
         for left, op, right, where in KAFKA_ORDER_RULES:
             if left not in values and right not in values:
                 continue

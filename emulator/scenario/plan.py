@@ -14,9 +14,19 @@ keeps its own.
 
 The timeline is checked through time: a member named must be alive then (not
 left, crashed, on a crashed host, or down in a restart), a broker or ZooKeeper
-member crashed must be up and one restarted down; an inconsistent timeline
+member crashed must be up and one restarted down, a topic created must not
+exist then and one deleted, grown or subscribed to must; an inconsistent timeline
 raises :class:`TimelineError`, which the parser turns into a one-line
 :class:`~emulator.scenario.errors.ScenarioError`.
+
+Topics: the plan is the same for every protocol, so a ``delete_topic`` is taken
+as effective from its ``at_s`` on (a later ``create_topic`` may bring the name
+back as a new topic), although a 0.8.2.2 cluster with ``delete.topic.enable``
+false (its default) only leaves the marker: that generation's run records the
+deletion as ignored, and a re-creation there finds the topic still in place.
+A subscription by pattern is resolved here against the topics that exist at
+its ``at_s`` (:func:`emulator.topic_regex.select_topics`, a Java client's full
+match), into the planned action's ``topics``.
 """
 
 from __future__ import annotations
@@ -31,7 +41,13 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from emulator.scenario.errors import int_requirement, show, tighter
 from emulator.scenario.faults import PlannedAction
-from emulator.scenario.limits import MAX_PARTITIONS_TOTAL, MAX_REPLICAS_TOTAL
+from emulator.scenario.limits import (
+    MAX_PARTITIONS_TOTAL,
+    MAX_REPLICAS_PER_TOPIC,
+    MAX_REPLICAS_TOTAL,
+    MAX_TOPICS,
+)
+from emulator.topic_regex import WHITELIST, select_topics
 
 if TYPE_CHECKING:
     from emulator.scenario.model import Scenario, TimelineEvent
@@ -233,8 +249,11 @@ class _Planner:
         self.dead_hosts: dict[int, float] = {}
         self.brokers_down: dict[int, float] = {}
         self.zk_down: dict[int, float] = {}
+        # The topics that exist, in order: [[topics]] in file order, then each created one.
         self.partitions = {t.name: t.partitions for t in scenario.topics}
         self.replication = {t.name: t.replication_factor for t in scenario.topics}
+        self.topic_origin = {t.name: "declared in [[topics]]" for t in scenario.topics}
+        self.topic_gone: dict[str, str] = {}  # name -> why it does not exist now
         self.partition_total = sum(self.partitions.values())
         self.replica_total = sum(t.partitions * t.replication_factor for t in scenario.topics)
         self.host_count = scenario.host_count
@@ -258,6 +277,8 @@ class _Planner:
             "zk_restart": self.node_restart,
             "zk_quorum_loss": self.quorum_loss,
             "add_partitions": self.add_partitions,
+            "create_topic": self.create_topic,
+            "delete_topic": self.delete_topic,
             "subscribe": self.subscribe,
         }
         # Joins are the only steps that create members, and their times are
@@ -578,8 +599,45 @@ class _Planner:
 
     # ---- topics
 
+    def require_topic(self, event: TimelineEvent, name: str, topic: str, at: float) -> None:
+        """``topic`` exists at ``at``; else a message saying why not."""
+        if topic in self.partitions:
+            return
+        why = self.topic_gone.get(topic)
+        if why is None:
+            created = [
+                e
+                for e in self.sc.timeline
+                if e.action == "create_topic" and e.topic == topic and e.at_s > at
+            ]
+            if created:
+                why = f"it is created by timeline[{created[0].index}] at {created[0].at_s} s"
+        suffix = f" ({why})" if why else ""
+        self.fail(event, name, f"no topic {show(topic)} exists at {_t(at)} s{suffix}")
+
+    def total_limits(self, at: float, others: int, other_replicas: int, rf: int) -> tuple[int, str]:
+        """The most partitions a topic of replication factor ``rf`` may have at ``at``, and why."""
+        return tighter(
+            (
+                MAX_PARTITIONS_TOTAL - others,
+                f"at most {MAX_PARTITIONS_TOTAL} partitions over all topics; the others "
+                f"have {others} at {_t(at)} s",
+            ),
+            (
+                (MAX_REPLICAS_TOTAL - other_replicas) // rf,
+                f"at most {MAX_REPLICAS_TOTAL} replicas over all topics, at replication "
+                f"factor {rf}; the others have {other_replicas} at {_t(at)} s",
+            ),
+            (
+                MAX_REPLICAS_PER_TOPIC // rf,
+                f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x replication_factor "
+                f"({rf}), in the topic's znode /brokers/topics/<t>",
+            ),
+        )
+
     def add_partitions(self, event: TimelineEvent, at: float) -> None:
         assert event.topic is not None and event.partitions is not None
+        self.require_topic(event, "topic", event.topic, at)
         current = self.partitions[event.topic]
         key = self.key(event, "partitions")
         if event.partitions <= current:
@@ -591,18 +649,7 @@ class _Planner:
         rf = self.replication[event.topic]
         others = self.partition_total - current
         other_replicas = self.replica_total - current * rf
-        limit, note = tighter(
-            (
-                MAX_PARTITIONS_TOTAL - others,
-                f"at most {MAX_PARTITIONS_TOTAL} partitions over all topics; the others "
-                f"have {others} at {_t(at)} s",
-            ),
-            (
-                (MAX_REPLICAS_TOTAL - other_replicas) // rf,
-                f"at most {MAX_REPLICAS_TOTAL} replicas over all topics, at replication "
-                f"factor {rf}; the others have {other_replicas} at {_t(at)} s",
-            ),
-        )
+        limit, note = self.total_limits(at, others, other_replicas, rf)
         if event.partitions > limit:
             requirement = int_requirement(None, limit, note)
             raise TimelineError(key, f"{key} must be {requirement}, got {event.partitions}")
@@ -611,6 +658,78 @@ class _Planner:
         self.partitions[event.topic] = event.partitions
         self.plan(event, at, "add_partitions", topic=event.topic, partitions=event.partitions)
 
+    def create_topic(self, event: TimelineEvent, at: float) -> None:
+        """``AdminUtils.createTopic``: a new name, and replicas on as many live brokers."""
+        topic, partitions, rf = event.topic, event.partitions, event.replication_factor
+        assert topic is not None and partitions is not None and rf is not None
+        if topic in self.partitions:
+            self.fail(
+                event,
+                "topic",
+                f"topic {show(topic)} already exists at {_t(at)} s ({self.topic_origin[topic]}; "
+                "Kafka refuses: TopicExistsException)",
+            )
+        if len(self.partitions) >= MAX_TOPICS:
+            self.fail(
+                event,
+                "topic",
+                f"{len(self.partitions)} topics exist at {_t(at)} s, the most a run holds "
+                f"(MAX_TOPICS = {MAX_TOPICS}: a legacy member's registration znode lists "
+                "every subscribed topic)",
+            )
+        up = self.sc.cluster.brokers - len(self.brokers_down)
+        if rf > up:
+            down = ", ".join(
+                f"broker {b} crashed at {t} s" for b, t in sorted(self.brokers_down.items())
+            )
+            self.fail(
+                event,
+                "replication_factor",
+                f"{rf} replicas, but only {up} brokers are up at {_t(at)} s ({down}); Kafka "
+                f'refuses: "replication factor: {rf} larger than available brokers: {up}"',
+            )
+        limit, note = self.total_limits(at, self.partition_total, self.replica_total, rf)
+        if partitions > limit:
+            key = self.key(event, "partitions")
+            requirement = int_requirement(None, limit, note)
+            raise TimelineError(key, f"{key} must be {requirement}, got {partitions}")
+        self.partitions[topic] = partitions
+        self.replication[topic] = rf
+        self.partition_total += partitions
+        self.replica_total += partitions * rf
+        self.topic_origin[topic] = f"created by timeline[{event.index}] at {_t(at)} s"
+        self.topic_gone.pop(topic, None)
+        self.plan(
+            event, at, "create_topic", topic=topic, partitions=partitions, replication_factor=rf
+        )
+
+    def delete_topic(self, event: TimelineEvent, at: float) -> None:
+        """A deletion marker for an existing topic (taken as effective: see the module doc)."""
+        topic = event.topic
+        assert topic is not None
+        self.require_topic(event, "topic", topic, at)
+        partitions = self.partitions.pop(topic)
+        rf = self.replication.pop(topic)
+        self.partition_total -= partitions
+        self.replica_total -= partitions * rf
+        del self.topic_origin[topic]
+        self.topic_gone[topic] = f"deleted by timeline[{event.index}] at {_t(at)} s"
+        self.plan(event, at, "delete_topic", topic=topic)
+
     def subscribe(self, event: TimelineEvent, at: float) -> None:
         members = self.some_members(event, at)
-        self.plan(event, at, "subscribe", members=members, topics=event.topics)
+        if event.topic_pattern is None:
+            for topic in event.topics:
+                self.require_topic(event, "topics", topic, at)
+            self.plan(event, at, "subscribe", members=members, topics=event.topics)
+            return
+        kind = event.topic_filter or WHITELIST
+        self.plan(
+            event,
+            at,
+            "subscribe",
+            members=members,
+            topics=select_topics(self.partitions, event.topic_pattern, kind),
+            topic_pattern=event.topic_pattern,
+            topic_filter=kind,
+        )

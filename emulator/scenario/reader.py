@@ -13,11 +13,23 @@ import json
 import math
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
-from typing import NoReturn
+from typing import Final, NoReturn, cast
 
 from emulator.scenario.errors import ScenarioError, did_you_mean, int_requirement, show
+from emulator.scenario.limits import MAX_TOPIC_PATTERN_CHARS
+from emulator.topic_regex import (
+    FILTER_KINDS,
+    INTERNAL_TOPICS,
+    FilterKind,
+    TopicFilter,
+    TopicRegexError,
+    compile_pattern,
+)
 
-__all__ = ["TableReader", "in_array", "in_section", "number_text", "one_of"]
+__all__ = ["TOPIC_NAME_RE", "TableReader", "in_array", "in_section", "number_text", "one_of"]
+
+TOPIC_NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
+"""Kafka's legal topic characters (``Topic.legalChars``); at most 249 of them."""
 
 
 class TableReader:
@@ -179,6 +191,77 @@ class TableReader:
                 self.fail(f"{shown}[{i}]", f"{shown}[{i}]: topic {show(name)} is listed twice")
             seen.add(name)
         return tuple(value)
+
+    def topic_name(self, table: Mapping[str, object], key: str, shown: str) -> str:
+        """A name a topic may be created with (``Topic.validate``), not the internal one."""
+        name = self.string(
+            table,
+            key,
+            shown,
+            None,
+            TOPIC_NAME_RE,
+            249,
+            "a Kafka topic name: letters, digits, '.', '_' or '-' (at most 249)",
+        )
+        if name in (".", ".."):
+            self.must(shown, "a Kafka topic name other than '.' or '..'", name)
+        if name in INTERNAL_TOPICS:
+            self.must(
+                shown,
+                "a topic name other than the brokers' internal offsets topic "
+                "(the modern generations' coordinators use it)",
+                name,
+            )
+        return name
+
+    def topic_pattern(self, table: Mapping[str, object], key: str, shown: str) -> str:
+        """A subscription pattern every Java-based generation reads (0.8 filter and classic).
+
+        It must compile as written (``Pattern.compile``, the classic client's
+        ``subscribe(Pattern)``) and as the 0.8 consumer's ``TopicFilter`` rewrites
+        it (commas to ``|``, spaces and outer quotes dropped). Whether RE2/J takes
+        it is a KIP-848 member's run-time answer (``INVALID_REGULAR_EXPRESSION``),
+        not a scenario error.
+        """
+        value = self.string(
+            table,
+            key,
+            shown,
+            None,
+            max_len=MAX_TOPIC_PATTERN_CHARS,
+            requirement=f"a non-empty regex string of at most {MAX_TOPIC_PATTERN_CHARS} characters",
+        )
+        if not value:
+            self.must(
+                shown,
+                f"a non-empty regex string of at most {MAX_TOPIC_PATTERN_CHARS} characters",
+                value,
+            )
+        try:
+            compile_pattern(value, "java")
+        except TopicRegexError as err:
+            self.fail(shown, f"{shown} {show(value)}: {err.reason}")
+        try:
+            TopicFilter(value)
+        except TopicRegexError as err:
+            self.fail(
+                shown,
+                f"{shown} {show(value)}: as the 0.8 consumer's TopicFilter rewrites it "
+                f"({show(err.pattern)}): {err.reason}",
+            )
+        return value
+
+    def topic_filter(
+        self, table: Mapping[str, object], key: str, shown: str, pattern_shown: str
+    ) -> FilterKind | None:
+        """The 0.8 filter kind of the pattern ``pattern_shown`` names: ``whitelist`` by default,
+        ``None`` (and the key refused) without a pattern."""
+        pattern_key = pattern_shown.rsplit(".", 1)[-1]
+        if pattern_key not in table:
+            if key in table:
+                self.fail(shown, f"{shown}: only allowed with {pattern_shown} (a 0.8 filter kind)")
+            return None
+        return cast(FilterKind, self.choice(table, key, shown, "whitelist", FILTER_KINDS))
 
 
 def in_section(section: str) -> Callable[[str], str]:

@@ -24,7 +24,21 @@ from emulator.scenario.limits import (
 from emulator.scenario.model import TIMELINE_ACTIONS, ClusterSpec, TimelineEvent, TopicSpec
 from emulator.scenario.reader import TableReader, in_array
 
-__all__ = ["TIMELINE_KEYS", "TimelineReader"]
+__all__ = ["TIMELINE_KEYS", "TimelineReader", "replicas_note"]
+
+_ZNODE_NOTE: Final = (
+    "the topic's znode /brokers/topics/<t> holds its whole assignment, within "
+    "ZooKeeper's 1 MB jute.maxbuffer"
+)
+
+
+def replicas_note(rf: int) -> str:
+    """Why a topic of replication factor ``rf`` holds at most so many partitions."""
+    return (
+        f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x replication_factor ({rf}), "
+        "in the topic's znode /brokers/topics/<t>"
+    )
+
 
 TIMELINE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "join": ("count", "interval_s"),
@@ -41,7 +55,9 @@ TIMELINE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "zk_restart": ("zk_member",),
     "zk_quorum_loss": ("duration_s",),
     "add_partitions": ("topic", "partitions"),
-    "subscribe": ("members", "topics"),
+    "create_topic": ("topic", "partitions", "replication_factor"),
+    "delete_topic": ("topic",),
+    "subscribe": ("members", "topics", "topic_pattern", "topic_filter"),
 }
 """The keys each timeline action takes, besides ``at_s`` and ``action``."""
 _ALL_TIMELINE_KEYS: Final = (
@@ -71,8 +87,16 @@ class TimelineReader(TableReader):
                 f"timeline: {len(raw)} [[timeline]] entries, more than {plan.MAX_TIMELINE_ENTRIES} "
                 "(the orchestrator schedules, and the manifest lists, every one)",
             )
-        topic_names = [t.name for t in topics]
-        replication = {t.name: t.replication_factor for t in topics}
+        # Names a create_topic makes are known too (the planner checks each exists when
+        # named); their replication factor is the planner's to check, as it may change.
+        created = {
+            e["topic"]: None
+            for e in raw
+            if e.get("action") == "create_topic" and isinstance(e.get("topic"), str)
+        }
+        replication: dict[str, int | None] = {t.name: t.replication_factor for t in topics}
+        replication.update(created)
+        topic_names = list(replication)
         members = consumers
         events: list[TimelineEvent] = []
         for i, table in enumerate(raw):
@@ -102,9 +126,10 @@ class TimelineReader(TableReader):
         duration_s: float,
         cluster: ClusterSpec,
         topic_names: Sequence[str],
-        replication: Mapping[str, int],
+        replication: Mapping[str, int | None],
     ) -> TimelineEvent:
-        """One entry; ``replication``: each topic's replication factor (and its name set)."""
+        """One entry; ``replication``: each topic's replication factor (and its name set),
+        ``None`` for a name a ``create_topic`` makes."""
         where = f"timeline[{i}]"
         self.check_keys(table, _ALL_TIMELINE_KEYS, in_array(where))
         at_s = self.number(
@@ -213,27 +238,61 @@ class TimelineReader(TableReader):
         elif action == "add_partitions":
             topic = self.choice(table, "topic", f"{where}.topic", None, topic_names, replication)
             rf = replication[topic]
-            limit, note = tighter(
-                (
-                    MAX_PARTITIONS_PER_TOPIC,
-                    "the topic's znode /brokers/topics/<t> holds its whole assignment, within "
-                    "ZooKeeper's 1 MB jute.maxbuffer",
-                ),
-                (
-                    MAX_REPLICAS_PER_TOPIC // rf,
-                    f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x "
-                    f"replication_factor ({rf}), in the topic's znode /brokers/topics/<t>",
-                ),
-            )
+            limits = [(MAX_PARTITIONS_PER_TOPIC, _ZNODE_NOTE)]
+            if rf is not None:  # else the planner checks, with the rf the topic has then
+                limits.append((MAX_REPLICAS_PER_TOPIC // rf, replicas_note(rf)))
+            limit, note = tighter(*limits)
             fields["topic"] = topic
             fields["partitions"] = self.integer(
                 table, "partitions", f"{where}.partitions", None, 1, limit=limit, limit_note=note
             )
+        elif action == "create_topic":
+            fields["topic"] = self.topic_name(table, "topic", f"{where}.topic")
+            partitions = self.integer(
+                table,
+                "partitions",
+                f"{where}.partitions",
+                None,
+                1,
+                limit=MAX_PARTITIONS_PER_TOPIC,
+                limit_note=_ZNODE_NOTE,
+            )
+            fields["partitions"] = partitions
+            fields["replication_factor"] = self.integer(
+                table,
+                "replication_factor",
+                f"{where}.replication_factor",
+                1,
+                1,
+                cluster.brokers,
+                "[cluster].brokers",
+                limit=MAX_REPLICAS_PER_TOPIC // partitions,
+                limit_note=f"at most {MAX_REPLICAS_PER_TOPIC} replicas, partitions x "
+                "replication_factor, in the topic's znode /brokers/topics/<t>",
+            )
+        elif action == "delete_topic":
+            fields["topic"] = self.choice(
+                table, "topic", f"{where}.topic", None, topic_names, replication
+            )
         elif action == "subscribe":
-            if "topics" not in table:
-                self.fail(f"{where}.topics", f"{where}.topics is required")
-            fields["topics"] = self.topic_list(
-                table, "topics", f"{where}.topics", topic_names, lookup=replication
+            if "topics" in table and "topic_pattern" in table:
+                self.fail(
+                    f"{where}.topic_pattern",
+                    f"{where}.topic_pattern: not allowed together with {where}.topics (a "
+                    "subscription is by names or by a pattern)",
+                )
+            if "topic_pattern" in table:
+                fields["topic_pattern"] = self.topic_pattern(
+                    table, "topic_pattern", f"{where}.topic_pattern"
+                )
+            elif "topics" not in table:
+                self.fail(f"{where}.topics", f"{where}.topics (or topic_pattern) is required")
+            else:
+                fields["topics"] = self.topic_list(
+                    table, "topics", f"{where}.topics", topic_names, lookup=replication
+                )
+            fields["topic_filter"] = self.topic_filter(
+                table, "topic_filter", f"{where}.topic_filter", f"{where}.topic_pattern"
             )
         return TimelineEvent(at_s=at_s, action=action, index=i, **fields)
 

@@ -23,6 +23,7 @@ from emulator.kafka_keys import (
 )
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.modern.config import (
+    REGEX_BATCH_REFRESH_MIN_INTERVAL_MS,
     ClassicConsumerConfig,
     GroupCoordinatorConfig,
     Kip848ConsumerConfig,
@@ -206,6 +207,10 @@ def test_broker_and_fetch_settings(protocol: str) -> None:
         unclean_leader_election_enable=protocol == "zookeeper",
         offsets_topic_num_partitions=50,
         offsets_topic_replication_factor=3,
+        auto_create_topics_enable=True,
+        delete_topic_enable=protocol != "zookeeper",  # 0.8.2.2: false; 1.0+: true
+        num_partitions=1,
+        default_replication_factor=1,
     )
     legacy = protocol == "zookeeper"
     assert sc.fetch_settings(protocol) == FetchSettings(
@@ -217,3 +222,100 @@ def test_broker_and_fetch_settings(protocol: str) -> None:
     )
     with pytest.raises(ValueError):
         sc.broker_settings("kraft")
+
+
+# --------------------------------------------------------------------------- topics (issue 19)
+
+
+@pytest.mark.parametrize(
+    ("name", "generation", "version", "expected"),
+    [
+        ("delete.topic.enable", "zookeeper", "3.9", False),  # 0.8.2.2 KafkaConfig.scala 344
+        ("delete.topic.enable", "classic", "0.11", False),
+        ("delete.topic.enable", "classic", "1.0", True),  # KIP-162
+        ("delete.topic.enable", "consumer", "3.9", True),
+        ("auto.create.topics.enable", "zookeeper", "3.9", True),
+        ("auto.create.topics.enable", "consumer", "4.1", True),
+        ("num.partitions", "zookeeper", "3.9", 1),
+        ("num.partitions", "classic", "3.9", 1),
+        ("default.replication.factor", "classic", "3.9", 1),
+        ("exclude.internal.topics", "zookeeper", "3.9", True),
+        ("exclude.internal.topics", "classic", "3.9", True),
+        ("allow.auto.create.topics", "classic", "3.9", True),
+        ("metadata.max.age.ms", "classic", "3.9", 300000),
+        ("group.consumer.regex.refresh.interval.ms", "consumer", "4.1", 600000),
+    ],
+)
+def test_topic_defaults(name: str, generation: str, version: str, expected: object) -> None:
+    assert default_value(name, generation, version) == expected
+
+
+def test_a_key_newer_than_the_release_is_refused() -> None:
+    key = "group.consumer.regex.refresh.interval.ms"
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('kafka_version = "4.0"\n' + TOPIC + f'[kafka]\n"{key}" = 60000\n', "t.toml")
+    assert str(info.value) == (
+        f'scenario t.toml: [kafka]."{key}": new in Kafka 4.1, and kafka_version is 4.0 '
+        "(that release has no such config)"
+    )
+    assert info.value.key == f'[kafka]."{key}"'
+    sc = parse_scenario('kafka_version = "4.1"\n' + TOPIC + f'[kafka]\n"{key}" = 60000\n', "t")
+    assert sc.kafka_int(key, "consumer") == 60000
+    assert sc.coordinator_config().regex_refresh_interval_ms == 60000
+    with pytest.raises(ScenarioError, match=r"new in Kafka 2\.3, and kafka_version is 2\.2"):
+        parse_scenario(
+            'kafka_version = "2.2"\n' + TOPIC + '[kafka]\n"allow.auto.create.topics" = false\n', "t"
+        )
+    sc = parse_scenario(
+        'kafka_version = "2.3"\n' + TOPIC + '[kafka]\n"allow.auto.create.topics" = false\n', "t"
+    )
+    assert sc.kafka_bool("allow.auto.create.topics", "classic") is False
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        (
+            'kafka_version = "4.1"\n[kafka]\n"group.consumer.regex.refresh.interval.ms" = 9999\n',
+            '[kafka]."group.consumer.regex.refresh.interval.ms"',
+            "must be an integer >= 10000, got 9999",
+        ),
+        ('[kafka]\n"num.partitions" = 0\n', '[kafka]."num.partitions"', ">= 1, got 0"),
+        (
+            '[kafka]\n"default.replication.factor" = 0\n',
+            '[kafka]."default.replication.factor"',
+            ">= 1, got 0",
+        ),
+        ('[kafka]\n"delete.topic.enable" = "yes"\n', '[kafka]."delete.topic.enable"', "true or"),
+    ],
+)
+def test_topic_key_errors(text: str, key: str, fragment: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(TOPIC + text if text.startswith("[") else text + TOPIC, "t.toml")
+    assert info.value.key == key and fragment in str(info.value)
+
+
+def test_delete_topic_enable_per_generation_of_a_scenario() -> None:
+    sc = parse_scenario(TOPIC, "t.toml")
+    assert sc.kafka_bool("delete.topic.enable", "zookeeper") is False
+    assert sc.kafka_bool("delete.topic.enable", "classic") is True
+    assert sc.broker_settings("zookeeper").delete_topic_enable is False
+    assert sc.broker_settings("consumer").delete_topic_enable is True
+    on = parse_scenario(TOPIC + '[kafka]\n"delete.topic.enable" = true\n', "t.toml")
+    assert on.broker_settings("zookeeper").delete_topic_enable is True
+
+
+def test_regex_refresh_of_the_coordinator() -> None:
+    assert REGEX_BATCH_REFRESH_MIN_INTERVAL_MS == 10000
+    assert GroupCoordinatorConfig.for_version("4.0").regex_refresh_interval_ms is None
+    assert GroupCoordinatorConfig.for_version("4.1").regex_refresh_interval_ms == 600000
+    assert GroupCoordinatorConfig().regex_refresh_interval_ms is None  # 3.9: no broker regex
+    key = "group.consumer.regex.refresh.interval.ms"
+    # 4.0 has no such config: ignored, as Kafka ignores an unknown one
+    assert GroupCoordinatorConfig.from_kafka({key: 20000}, kafka_version="4.0") == (
+        GroupCoordinatorConfig.for_version("4.0")
+    )
+    cfg = GroupCoordinatorConfig.from_kafka({key: 20000}, kafka_version="4.2")
+    assert cfg.regex_refresh_interval_ms == 20000
+    with pytest.raises(ValueError, match="at least 10000"):
+        GroupCoordinatorConfig.from_kafka({key: 5000}, kafka_version="4.1")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from actors import timeline
-from actors.timeline import HANDLERS, Launch
+from actors.timeline import HANDLERS, NOT_CARRIED_OUT, Launch
 from emulator.eventlog import EventWriter, iter_events
 from emulator.scenario.faults import ACTIONS, PlannedAction
 
@@ -110,7 +110,25 @@ LAUNCH = Launch(origin=100.0, crashers=frozenset({"c-1"}))
 
 
 def test_every_planned_action_has_a_handler() -> None:
-    assert set(HANDLERS) == set(ACTIONS)
+    assert set(HANDLERS) | NOT_CARRIED_OUT == set(ACTIONS)
+    assert not set(HANDLERS) & NOT_CARRIED_OUT
+
+
+@pytest.mark.parametrize("action", sorted(NOT_CARRIED_OUT))
+def test_an_action_not_carried_out_yet_is_skipped_with_a_note(
+    log: EventWriter, action: str
+) -> None:
+    run = _Run()
+    planned = PlannedAction(4.0, action, topic="t2", partitions=3, replication_factor=1)
+    timeline.apply(run, planned, LAUNCH, log)
+    assert run.did == [] and run.notes == [
+        f"{action} at 4.0 s (timeline[0]) skipped: not carried out by this version of the "
+        "orchestrator"
+    ]
+    events = _events(log)
+    assert [(e["kind"], e["reason"], e["state"]) for e in events] == [
+        ("action_applied", action, "skipped")
+    ]
 
 
 def test_member_actions_go_to_the_members_host_one_at_a_time(log: EventWriter) -> None:
