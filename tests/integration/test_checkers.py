@@ -521,11 +521,19 @@ def idle_history(protocol: str, group: str) -> H:
     return h.trigger("c-1", at=130)
 
 
-@pytest.fixture(scope="module")
-def closing(spark: SparkSession) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Every protocol's closing histories through the checkers (one Spark job).
+Stories = tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]
 
-    Returns the anomaly rows by protocol and the member timeline's rows.
+
+@pytest.fixture(scope="module")
+def stories(spark: SparkSession) -> Stories:
+    """Every protocol's closing and claim histories through the checkers (one Spark job).
+
+    Closing groups: ``leave`` (c-1 told to leave), ``unasked`` (the same
+    release with no leave action), ``restart``, ``idle``. Claim groups (below,
+    :func:`claim_history`): ``claimed`` (c-1 claims t:2, t:3 30 us after its
+    completion), ``unclaimed`` (it never claims them), ``nothing`` (its
+    completion gives it nothing while t:3 has no owner). Returns the anomaly
+    rows by protocol and the member timeline's rows.
     """
     from analysis.checkers import SharedFrames
     from analysis.timelines import member_timeline
@@ -537,6 +545,9 @@ def closing(spark: SparkSession) -> tuple[dict[str, list[dict[str, Any]]], list[
             leave_history(p, "unasked", told=False).df(spark),
             restart_history(p, "restart").df(spark),
             idle_history(p, "idle").df(spark),
+            claim_history(p, "claimed", ["t:2", "t:3"], claims=True).df(spark),
+            claim_history(p, "unclaimed", ["t:2", "t:3"], claims=False).df(spark),
+            claim_history(p, "nothing", [], claims=False, first=["t:0", "t:1", "t:2"]).df(spark),
         ]
     df = frames[0]
     for f in frames[1:]:
@@ -557,10 +568,10 @@ def _stranded(rows: list[dict[str, Any]], group: str) -> list[tuple[int, float, 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_member_told_to_leave_is_not_idle_between_its_release_and_its_stop(
-    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+    stories: Stories, protocol: str
 ) -> None:
     """The leave window is no stranded partition; without the leave action it would be."""
-    rows = closing[0][protocol]
+    rows = stories[0][protocol]
     assert _stranded(rows, "leave") == []
     assert _stranded(rows, "unasked") == [(2, 147.216, 147.272), (3, 147.216, 147.272)]
     assert _stranded(rows, "restart") == []
@@ -568,18 +579,18 @@ def test_a_member_told_to_leave_is_not_idle_between_its_release_and_its_stop(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_live_idle_member_nobody_stops_still_strands_a_partition(
-    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+    stories: Stories, protocol: str
 ) -> None:
-    assert _stranded(closing[0][protocol], "idle") == [(0, 100.0, 130.0)]
+    assert _stranded(stories[0][protocol], "idle") == [(0, 100.0, 130.0)]
 
 
 def test_closing_lasts_from_the_stop_order_to_the_stop_and_a_restart_ends_it(
-    closing: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]],
+    stories: Stories,
 ) -> None:
     """c-1's member timeline: closing from the action, idle again once restarted."""
     for p in PROTOCOLS:
         mt = sorted(
-            (r for r in closing[1] if r["protocol"] == p and r["member"] == "c-1"),
+            (r for r in stories[1] if r["protocol"] == p and r["member"] == "c-1"),
             key=lambda r: (r["group"], r["t"], r["ord"]),
         )
 
@@ -687,63 +698,35 @@ def claim_history(
     return h.trigger("c-1", at=400)
 
 
-@pytest.fixture(scope="module")
-def claiming(spark: SparkSession) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Every protocol's claim histories through the checkers (one Spark job).
-
-    Groups: ``claimed`` (c-1 claims t:2, t:3 30 us after its completion),
-    ``unclaimed`` (it never claims them), ``nothing`` (its completion gives it
-    nothing while t:3 has no owner). Returns the anomaly rows by protocol and
-    the member timeline's rows.
-    """
-    from analysis.checkers import SharedFrames
-    from analysis.timelines import member_timeline
-
-    frames = []
-    for p in PROTOCOLS:
-        frames += [
-            claim_history(p, "claimed", ["t:2", "t:3"], claims=True).df(spark),
-            claim_history(p, "unclaimed", ["t:2", "t:3"], claims=False).df(spark),
-            claim_history(p, "nothing", [], claims=False, first=["t:0", "t:1", "t:2"]).df(spark),
-        ]
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
-    sh = SharedFrames(df)
-    rows = [r.asDict() for r in run_checkers(df, sh).collect()]
-    timeline = [r.asDict() for r in member_timeline(sh.control, sh.intervals).collect()]
-    return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}, timeline
-
-
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_member_between_its_completed_rebalance_and_its_claims_strands_nothing(
-    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+    stories: Stories, protocol: str
 ) -> None:
     """The 30 us before the claims are no stranded partition (they were before).
 
     The cost of the definition: a member that never claims what it was given
     strands nothing either until its next rebalance.
     """
-    rows = claiming[0][protocol]
+    rows = stories[0][protocol]
     assert _stranded(rows, "claimed") == []
     assert _stranded(rows, "unclaimed") == []
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_member_given_nothing_beside_an_unowned_partition_still_strands_it(
-    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]], protocol: str
+    stories: Stories, protocol: str
 ) -> None:
     """c-1's completion lists no partition while t:3 has no owner: stranded until 400."""
-    assert _stranded(claiming[0][protocol], "nothing") == [(3, 300.12, 400.0)]
+    assert _stranded(stories[0][protocol], "nothing") == [(3, 300.12, 400.0)]
 
 
 def test_claiming_lasts_from_the_completion_to_the_claims_or_the_next_rebalance(
-    claiming: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]],
+    stories: Stories,
 ) -> None:
     """c-1's member timeline: ``(alive, owned, reb, claiming, idle)`` over time."""
     for p in PROTOCOLS:
         mt = sorted(
-            (r for r in claiming[1] if r["protocol"] == p and r["member"] == "c-1"),
+            (r for r in stories[1] if r["protocol"] == p and r["member"] == "c-1"),
             key=lambda r: (r["group"], r["t"], r["ord"]),
         )
 

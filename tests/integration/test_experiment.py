@@ -1,7 +1,7 @@
 """``rebalance-emu experiment`` end to end on a real local Ray and Spark.
 
-Two protocols x three seeds of a one-join scenario: the first invocation is
-interrupted (SIGINT) once two trials completed; the same command resumes it,
+Two protocols x three seeds of a one-join scenario, two trials at a time: the
+first invocation is interrupted (SIGINT) once two trials completed; the same command resumes it,
 runs only what is left, and writes the report, whose statistics are checked
 against values computed here by hand from the trials' own metrics.
 """
@@ -91,7 +91,8 @@ def test_an_experiment_resumes_after_an_interrupt_and_reports_the_right_statisti
     second = _start(tmp_path, out, tmp_path / "second.log")
     assert second.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()[-3000:]
     log2 = (tmp_path / "second.log").read_text()
-    assert f"{len(kept)} of 6 trials already done" in log2 or f"{len(kept) + 1} of 6" in log2
+    # trials may complete between the count and the interrupt (two run at a time)
+    assert any(f"{n} of 6 trials already done" in log2 for n in range(len(kept), len(kept) + 3))
     for tid, manifest in kept.items():  # completed trials were not run again
         assert (out / "trials" / tid / "manifest.json").read_text() == manifest
         command = json.loads(manifest)["command"]  # the experiment's, not the Ray worker's
