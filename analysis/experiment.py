@@ -43,8 +43,11 @@ if TYPE_CHECKING:  # Spark loads only when a command runs
 
 EXPERIMENT_FILE = "experiment.json"
 ANALYSIS_FILE = "analysis.json"
-ANALYSIS_VERSION = 2
-"""Bumped when what a trial's ``analysis.json`` holds changes (older ones are recomputed)."""
+ANALYSIS_VERSION = 3
+"""Bumped when what a trial's ``analysis.json`` holds, or how it is computed, changes (older
+ones are recomputed). 3: a member told to stop is closing, not idle; a release in the
+instant of a stop counts as revoked; a member between its completed rebalance and its
+claims is claiming, not idle (:mod:`analysis.timelines`)."""
 
 MAX_BATCH_EVENTS = 3_000_000
 """Trials are analysed together up to about this many events per Spark pass."""
