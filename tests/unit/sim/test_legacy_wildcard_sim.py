@@ -27,14 +27,19 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from actors.legacy_member import LegacyMember
+from actors.orchestrator import run_scenario
+from actors.sim.run import SimEngine
+from emulator.eventlog import read_run_events
 from emulator.events import EventKind, validate_event
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.legacy.wildcard import WildcardSubscription
+from emulator.scenario import load_scenario
 from emulator.topic_regex import BLACKLIST, WHITELIST, FilterKind, TopicFilter
 from tests.unit.sim.zkworld import World
 from zk_registry.brokers import create_topic, register_broker, setup_common_paths
@@ -426,3 +431,58 @@ def test_a_new_session_registers_the_filter_again_and_resubscribes(group: Group)
     assert node.rebalances()[-1] == "topic_event"
     assert ("ev-2", 0) in node.machine.owned
     assert len(group.world.ens.tree.get_children(consumer_ids_path(GROUP))) == 1
+
+
+PATTERN_RUN = """
+name = "sim-pattern"
+description = "3 consumers by pattern over two topics, one matching"
+seed = 7
+duration_s = 20.0
+time_scale = 0.5
+
+[cluster]
+brokers = 3
+zookeeper_ensemble = 1
+
+[[topics]]
+name = "events"
+partitions = 4
+replication_factor = 2
+
+[[topics]]
+name = "logs"
+partitions = 3
+replication_factor = 2
+
+[producer]
+rate_per_s = 50.0
+topics = ["events"]
+
+[group]
+id = "pg"
+consumers = 3
+topic_pattern = "ev.*"
+processing_ms_per_message = 2.0
+
+[kafka]
+"zookeeper.session.timeout.ms" = 6000
+"auto.offset.reset" = "smallest"
+"""
+
+
+def test_a_whole_sim_run_with_a_topic_pattern_subscribes_by_filter(tmp_path: Path) -> None:
+    path = tmp_path / "pattern.toml"
+    path.write_text(PATTERN_RUN)
+    (result,) = run_scenario(
+        load_scenario(path), ["zookeeper"], tmp_path / "run", engine=SimEngine()
+    )
+    assert result.status == "completed" and not result.notes
+    summary = result.summary
+    assert summary.produced > 500 and summary.unprocessed == 0
+    events = list(read_run_events(tmp_path / "run" / "zookeeper" / "events"))
+    resolved = [e for e in events if e["kind"] == EventKind.TOPIC_PATTERN_RESOLVED.value]
+    assert {(e["member"], e["reason"], e["topics"]) for e in resolved} == {
+        (f"c-{i}", reason, "events") for i in range(3) for reason in ("start", "topic_event")
+    }
+    claimed = {e["topic"] for e in events if e["kind"] == EventKind.OWNERSHIP_CLAIMED.value}
+    assert claimed == {"events"}  # "logs" exists, the filter does not allow it
