@@ -30,6 +30,7 @@ from emulator.host.fetch_client import FetchCall
 from emulator.host.modern_shell import ModernShell
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
+from emulator.topic_regex import WHITELIST, FilterKind
 
 if TYPE_CHECKING:
     from zk_registry.client import ZkClient, ZkOpCounter
@@ -266,7 +267,7 @@ class ConsumerHostCore(Locatable):
                 member=spec.name,
                 consumer_id=spec.consumer_id,
                 group=self.ctx.group,
-                subscription=spec.subscription,
+                subscription=spec.legacy_subscription(),
                 config=self.config,
             )
             driver = LegacyZkDriver(
@@ -275,6 +276,7 @@ class ConsumerHostCore(Locatable):
                 spec.consumer_id,
                 self.session_timeout_s,
                 on_watch=on_watch,
+                exclude_internal_topics=self.config.exclude_internal_topics,
                 retry_deadline_s=self.retry_deadline_s,
                 wall_ms=self.io.wall_ms,
             )
@@ -460,12 +462,19 @@ class ConsumerHostCore(Locatable):
             self.ctx.group, host, self.io.wall_ms(), f"{rng.getrandbits(64):016x}"
         )
 
-    async def subscribe(self, names: list[str], topics: list[str]) -> bool:
+    async def subscribe(
+        self,
+        names: list[str],
+        topics: list[str],
+        topic_pattern: str | None = None,
+        topic_filter: FilterKind = WHITELIST,
+    ) -> bool:
         """Change these members' subscription (:meth:`emulator.host.faults.HostFaults.subscribe`).
 
-        A 0.8 consumer's change is a restart with downtime 0 and the new topics.
+        A 0.8 consumer's change is a restart with downtime 0 and the new topics
+        (by filter with ``topic_pattern``: ``topics`` is what it selects now).
         """
-        done = self.faults.subscribe(names, topics)
+        done = self.faults.subscribe(names, topics, topic_pattern, topic_filter)
         for spec in done.restarts:
             self._spawn(self._restart(spec.name, spec, 0.0, "subscribe"))
         return done.ok

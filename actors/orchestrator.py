@@ -580,6 +580,9 @@ class ProtocolRun:
                 zk_latency_ms=self.scenario.group.zk_latency_of(name, self.scenario.seed)
                 if legacy
                 else 0.0,
+                topic_pattern=self.scenario.group.topic_pattern,
+                topic_filter=self.scenario.group.topic_filter,
+                pattern_streams=self.scenario.group.streams_per_consumer,
             )
             if self.member_host[name] in self.dead_hosts:
                 continue  # its host is gone (a lost node): it cannot start

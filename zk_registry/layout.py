@@ -133,6 +133,7 @@ __all__ = [
     "encode_topic_assignment",
     "encode_topic_config",
     "java_hashtable_order",
+    "json_escape_string",
     "kafka_json_encode",
     "make_consumer_id",
     "offset_path",
@@ -548,6 +549,41 @@ def kafka_json_encode(obj: object) -> str:
     if isinstance(obj, list | tuple):
         return "[" + ",".join(kafka_json_encode(v) for v in obj) + "]"
     raise TypeError(f"Json.encode: unsupported type {type(obj).__name__}")
+
+
+_JSON_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def json_escape_string(text: str) -> str:
+    r"""``kafka.utils.Utils.JSONEscapeString`` (K@0.8.2.2 ``utils/Utils.scala`` 547-568).
+
+    ``"``, ``\``, ``/`` and the controls backspace, form feed, newline,
+    carriage return and tab get a backslash escape (``\"``, ``\\``, ``\/``,
+    ``\b``, ``\f``, ``\n``, ``\r``, ``\t``); the other C0 controls, DEL and
+    the C1 controls (U+0000-U+001F, U+007F-U+009F) become ``\uXXXX``
+    (lower-case hex); everything else is kept. :func:`kafka_json_encode` does
+    not escape, so a ``WildcardTopicCount`` escapes its regex itself before it
+    becomes the registration's key (``consumer/TopicCount.scala`` 139).
+    """
+    out: list[str] = []
+    for c in text:
+        escaped = _JSON_ESCAPES.get(c)
+        if escaped is not None:
+            out.append(escaped)
+        elif c <= "\x1f" or "\x7f" <= c <= "\x9f":
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _scala_map(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:

@@ -36,11 +36,29 @@ ClaimOwnership               one ephemeral create per partition, one after anoth
                              (``createEphemeralPathExpectConflict``); each created node's
                              czxid is returned (``ClaimResult.zxids``)
 WatchBrokers                 ``subscribeChildChanges(/brokers/ids)``: exists + getChildren
+ReadTopics                   getChildren ``/brokers/topics`` (the wildcard bootstrap and each
+                             topic event's own read)
+ReinitializeWildcard         ``reinitializeConsumer`` of a ``WildcardTopicCount``: getChildren
+                             ``/brokers/topics``; the ``/ids`` child subscription (exists +
+                             getChildren) and one data subscription (exists) per topic that
+                             ever had streams; a subscription already made is only re-read
+WatchTopics                  ``ZookeeperTopicEventWatcher``: exists (+ create) of
+                             ``/brokers/topics``, then its child subscription (exists +
+                             getChildren); on a new session only the subscription's reads
 CloseSession                 ``zkClient.close()``
 ===========================  ==============================================================
 
 A wildcard (white/black-list) registration costs one more getChildren of
-``/brokers/topics`` each time it is resolved (``WildcardTopicCount``).
+``/brokers/topics`` each time it is resolved (``WildcardTopicCount``, K@0.8.2.2
+``consumer/TopicCount.scala`` 133-137): the own one twice per attempt
+(``rebalance`` and ``AssignmentContext``), each wildcard peer's once
+(``getConsumersPerTopic``, ``utils/ZkUtils.scala`` 660-668). Its registration is
+``{JSONEscapeString(regex): numStreams}`` with pattern ``white_list`` or
+``black_list`` (139-146). Each change of the ``/brokers/topics`` children
+costs a wildcard member 3 reads: zkclient's re-arm (exists + getChildren,
+``ZkClient.java`` 556-578 at zkclient 0.3, the watch's own reads here) and the
+listener's own getChildren (:class:`~emulator.legacy.messages.ReadTopics`,
+``ZookeeperTopicEventWatcher.scala`` 67).
 
 Semantics kept from Kafka 0.8.2.2's ``ZkUtils``:
 
@@ -83,13 +101,16 @@ from emulator.legacy.messages import (
     ReadAssignmentContext,
     ReadCluster,
     ReadRebalanceContext,
+    ReadTopics,
     RebalanceContext,
     RegisterConsumer,
+    ReinitializeWildcard,
     ReleaseOwnership,
     Request,
     Sleep,
     TopicPartition,
     WatchBrokers,
+    WatchTopics,
 )
 from zk_registry.client import (
     EphemeralConflict,
@@ -102,6 +123,7 @@ from zk_registry.client import (
 from zk_registry.layout import (
     BROKER_IDS_PATH,
     BROKER_TOPICS_PATH,
+    STATIC_PATTERN,
     ConsumerRegistration,
     consumer_id_path,
     consumer_ids_path,
@@ -111,6 +133,7 @@ from zk_registry.layout import (
     encode_consumer_registration,
     encode_offset,
     encode_owner,
+    json_escape_string,
     offset_path,
     owner_path,
     read_consumer_registration,
@@ -127,8 +150,9 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 WatchCallback = Callable[[str, WatchEvent], None]
-"""``on_watch(source, event)``; source is ``ids``, ``topic:<t>`` or ``brokers``, the
-names :meth:`LegacyConsumer.watch_fired` takes."""
+"""``on_watch(source, event)``; source is ``ids``, ``topic:<t>``, ``brokers`` or
+``topics`` (the ``/brokers/topics`` children, a wildcard consumer's topic event
+watcher), the names :meth:`LegacyConsumer.watch_fired` takes."""
 
 
 class _Failed(Exception):
@@ -198,6 +222,9 @@ class LegacyZkDriver:
         self.zk = ZkUtils(client, retry_deadline_s, sleep)
         self._watches: dict[str, ZkWatch] = {}
         self._group_watched = False
+        # topicStreamsMap's topics (a wildcard consumer's): they keep their data
+        # subscription, a deleted one's too (ZookeeperConsumerConnector.scala 889, 898-902).
+        self.stream_topics: dict[str, None] = {}
         self._handlers: dict[type[Request], Callable[[Any, ZkOpCounter], Awaitable[object]]] = {
             RegisterConsumer: self._register,
             ReadCluster: self._read_cluster,
@@ -208,6 +235,9 @@ class LegacyZkDriver:
             FetchOffsets: self._fetch_offsets,
             ClaimOwnership: self._claim_ownership,
             WatchBrokers: self._watch_brokers,
+            ReadTopics: self._read_topics,
+            ReinitializeWildcard: self._reinitialize_wildcard,
+            WatchTopics: self._watch_topics,
             CloseSession: self._close_session,
         }
 
@@ -257,6 +287,7 @@ class LegacyZkDriver:
             w.stop()
         self._watches.clear()
         self._group_watched = False
+        self.stream_topics.clear()
 
     @property
     def watched_paths(self) -> list[str]:
@@ -266,10 +297,21 @@ class LegacyZkDriver:
     # ------------------------------------------------------------------ requests
 
     async def _register(self, req: RegisterConsumer, tally: ZkOpCounter) -> None:
-        """``registerConsumerInZK`` via ``createEphemeralPathExpectConflictHandleZKBug``."""
+        """``registerConsumerInZK`` via ``createEphemeralPathExpectConflictHandleZKBug``.
+
+        A wildcard registration's key is ``JSONEscapeString(regex)``
+        (K@0.8.2.2 ``consumer/TopicCount.scala`` 139), and its subscriptions
+        are :class:`ReinitializeWildcard`'s, not made here.
+        """
         path = consumer_id_path(self.group, self.consumer_id)
+        wildcard = req.pattern != STATIC_PATTERN
+        subscription = (
+            {json_escape_string(k): n for k, n in req.subscription.items()}
+            if wildcard
+            else req.subscription
+        )
         # "timestamp" -> SystemTime.milliseconds at each registration (wall clock).
-        data = encode_consumer_registration(req.subscription, self.wall_ms())
+        data = encode_consumer_registration(subscription, self.wall_ms(), req.pattern)
         try:
             await self.zk.create_ephemeral_path_expect_conflict_handle_zk_bug(
                 path,
@@ -281,7 +323,7 @@ class LegacyZkDriver:
             )
         except EphemeralConflict:
             raise NodeExistsError() from None
-        if self.auto_watch and not self._group_watched:
+        if self.auto_watch and not self._group_watched and not wildcard:
             # reinitializeConsumer, once: ZkClient keeps listeners across sessions.
             await self._install_watches(tuple(req.subscription), tally)
 
@@ -399,6 +441,46 @@ class LegacyZkDriver:
         """``zkClient.subscribeChildChanges(BrokerIdsPath, loadBalancerListener)``."""
         await self._subscribe("brokers", BROKER_IDS_PATH, "children", tally)
 
+    async def _read_topics(self, req: ReadTopics, tally: ZkOpCounter) -> tuple[str, ...]:
+        """``getChildren(/brokers/topics)`` (``getChildrenParentMayNotExist`` if asked)."""
+        if req.parent_may_not_exist:
+            return tuple(await self.zk.children_maybe(BROKER_TOPICS_PATH, tally))
+        return tuple(await self.zk.children(BROKER_TOPICS_PATH, tally))
+
+    async def _reinitialize_wildcard(
+        self, req: ReinitializeWildcard, tally: ZkOpCounter
+    ) -> tuple[str, ...]:
+        """``reinitializeConsumer`` for a ``WildcardTopicCount`` (K@0.8.2.2 820-902).
+
+        ``getConsumerThreadIdsPerTopic`` (a getChildren, filtered); the
+        matched topics join ``topicStreamsMap`` for good; then the ``/ids``
+        child subscription and a data subscription per topic of
+        ``topicStreamsMap``. zkclient's listeners are sets, so a subscription
+        made before is re-read, not replaced (:meth:`_resubscribe`).
+        """
+        children = await self.zk.children_maybe(BROKER_TOPICS_PATH, tally)
+        matched = req.subscription.select(children, req.exclude_internal)
+        for topic in matched:
+            self.stream_topics.setdefault(topic, None)
+        if self.auto_watch:
+            await self._resubscribe("ids", consumer_ids_path(self.group), "children", tally)
+            for topic in self.stream_topics:
+                await self._resubscribe(f"topic:{topic}", topic_path(topic), "data", tally)
+            self._group_watched = True
+        return matched
+
+    async def _watch_topics(self, req: WatchTopics, tally: ZkOpCounter) -> None:
+        """``ZookeeperTopicEventWatcher.startWatchingTopicEvents`` or its ``handleNewSession``.
+
+        K@0.8.2.2 ``ZookeeperTopicEventWatcher.scala`` 32-44 and 88-95. The
+        subscription outlives sessions as zkclient's does (:class:`ZkWatch`
+        re-arms it and fires once on a new session, zkclient's
+        ``fireAllEvents``), so a re-subscription only costs its reads.
+        """
+        if not req.resubscribe:
+            await self.zk.make_sure_persistent_path_exists(BROKER_TOPICS_PATH, tally)
+        await self._resubscribe("topics", BROKER_TOPICS_PATH, "children", tally)
+
     async def _close_session(self, req: CloseSession, tally: ZkOpCounter) -> None:
         """``zkClient.close()``: the server deletes this session's ephemerals."""
         self.stop_watches()
@@ -411,6 +493,22 @@ class LegacyZkDriver:
         for topic in topics:
             await self._subscribe(f"topic:{topic}", topic_path(topic), "data", tally)
         self._group_watched = True
+
+    async def _resubscribe(self, source: str, path: str, kind: str, tally: ZkOpCounter) -> None:
+        """zkclient's ``subscribe*Changes`` of a listener it may hold already.
+
+        The listener set keeps one entry (``ZkClient.java`` 105-138 at
+        zkclient 0.3); ``watchForChilds`` / ``watchForData`` read again
+        (exists + getChildren, or exists). The watch in place is kept: replacing
+        it could drop a notification on its way.
+        """
+        watch = self._watches.get(source)
+        if watch is None or not watch.active:
+            await self._subscribe(source, path, kind, tally)
+            return
+        await self.zk.exists(path, tally)
+        if kind == "children":
+            await self.zk.children_maybe(path, tally)
 
     async def _subscribe(self, source: str, path: str, kind: str, tally: ZkOpCounter) -> None:
         old = self._watches.pop(source, None)

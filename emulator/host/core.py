@@ -49,10 +49,12 @@ from emulator.host.fetch_client import FetchCall, FetchSessionClient, Leaders
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
 from emulator.host.shell import MemberShell, TopicPartition
+from emulator.legacy.wildcard import WildcardSubscription
 from emulator.modern.machine import MemberMachine, make_member_machine
 from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.protocols import ProtocolSpec, spec
 from emulator.settings import RunSettings
+from emulator.topic_regex import WHITELIST, FilterKind, TopicFilter
 
 #: Emulator knob (not Kafka): how many messages one fetch returns at most. Kafka
 #: bounds a fetch by fetch.message.max.bytes (1 MiB); at 1 KiB a message that is
@@ -77,6 +79,13 @@ class MemberSpec:
         bootstrap: the broker a modern member asks first.
         zk_latency_ms: one-way delay to ZooKeeper, emulated ms (through its
             proxy; an emulator knob, ``[group].zk_latency_ms``).
+        topic_pattern: a subscription by pattern (``[group].topic_pattern``):
+            then ``subscription`` holds the topics it selected when the run
+            was planned, and a 0.8 consumer subscribes by filter
+            (``createMessageStreamsByFilter``) with ``topic_filter``.
+        topic_filter: the 0.8 filter kind, ``whitelist`` or ``blacklist``.
+        pattern_streams: ``numStreams`` of a subscription by pattern (it has
+            no topic to read it from when the pattern selects none).
     """
 
     name: str
@@ -86,6 +95,22 @@ class MemberSpec:
     index: int = 0
     bootstrap: int = 0
     zk_latency_ms: float = 0.0
+    topic_pattern: str | None = None
+    topic_filter: FilterKind = WHITELIST
+    pattern_streams: int = 1
+
+    def legacy_subscription(self) -> dict[str, int] | WildcardSubscription:
+        """What a 0.8 consumer subscribes with.
+
+        ``createMessageStreams(topicCountMap)`` by names, or
+        ``createMessageStreamsByFilter(Whitelist|Blacklist(pattern), numStreams)``
+        by pattern (:class:`~emulator.legacy.wildcard.WildcardSubscription`).
+        """
+        if self.topic_pattern is None:
+            return dict(self.subscription)
+        return WildcardSubscription(
+            TopicFilter(self.topic_pattern, self.topic_filter), self.pattern_streams
+        )
 
 
 def restamp(consumer_id: str, now_ms: int) -> str:

@@ -26,6 +26,7 @@ from emulator.host.core import HostCore, Member, MemberSpec
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
 from emulator.scenario.faults import PARTITION_TARGETS
+from emulator.topic_regex import WHITELIST, FilterKind
 
 
 class Timers(Protocol):
@@ -219,8 +220,14 @@ class HostFaults:
             self.timers.after((name, f"partition:{target}"), duration_ms, heal)
         return all_applied
 
-    def subscribe(self, names: list[str], topics: list[str]) -> Subscribed:
-        """Change these members' subscription to ``topics``.
+    def subscribe(
+        self,
+        names: list[str],
+        topics: list[str],
+        topic_pattern: str | None = None,
+        topic_filter: FilterKind = WHITELIST,
+    ) -> Subscribed:
+        """Change these members' subscription to ``topics`` (or to ``topic_pattern``).
 
         Classic members rejoin with the new subscription in their JoinGroup
         metadata (``subscribe()`` with another set makes
@@ -243,8 +250,16 @@ class HostFaults:
             if member is None or spec is None:
                 ok = False
                 continue
-            streams = max(spec.subscription.values(), default=1)
-            new = replace(spec, subscription={t: streams for t in new_topics})
+            streams = max(spec.subscription.values(), default=spec.pattern_streams)
+            # By pattern, ``topics`` is what it selects now; a 0.8 consumer
+            # subscribes by filter again (a new connector, as below).
+            new = replace(
+                spec,
+                subscription={t: streams for t in new_topics},
+                topic_pattern=topic_pattern,
+                topic_filter=topic_filter,
+                pattern_streams=streams,
+            )
             core.specs[name] = new
             if isinstance(member, ModernShell):
                 core.fault("subscribe", name, None, topics=new_topics)

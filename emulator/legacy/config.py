@@ -65,6 +65,9 @@ class LegacyConsumerConfig:
         partition_assignment_strategy: ``partition.assignment.strategy``
             (``range``; any value but ``roundrobin`` means range).
         consumer_id: ``consumer.id`` (unset: generated, A2).
+        exclude_internal_topics: ``exclude.internal.topics`` (true): a filter
+            never allows ``__consumer_offsets`` (K@0.8.2.2
+            ``consumer/ConsumerConfig.scala`` 51, 179; ``TopicFilter.scala``).
     """
 
     zookeeper_session_timeout_ms: int = default_int("zookeeper.session.timeout.ms")
@@ -77,6 +80,7 @@ class LegacyConsumerConfig:
     auto_offset_reset: str = default_str("auto.offset.reset")
     partition_assignment_strategy: str = default_str("partition.assignment.strategy")
     consumer_id: str | None = None
+    exclude_internal_topics: bool = default_bool("exclude.internal.topics")
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, object]) -> LegacyConsumerConfig:
@@ -137,6 +141,9 @@ class LegacyConsumerConfig:
                 )
             ),
             consumer_id=None if cid is None else str(cid),
+            exclude_internal_topics=_bool(
+                props, "exclude.internal.topics", default_bool("exclude.internal.topics")
+            ),
         )
         if cfg.rebalance_max_retries < 1:
             raise ValueError("rebalance.max.retries must be >= 1")

@@ -42,6 +42,30 @@ What it reproduces, step by step:
   call into the machine, so a commit includes the message in hand: the
   rebalance commit after ``closeFetchers`` is exactly where the next owner
   starts, and a crash after a commit loses the message that was in hand.
+* **Subscription by filter** (:class:`~emulator.legacy.wildcard.WildcardSubscription`,
+  ``createMessageStreamsByFilter``; issue-19 facts A4). The start is
+  ``WildcardStreamsHandler``'s (K@0.8.2.2 ``ZookeeperConsumerConnector.scala``
+  908-945): bootstrap ``wildcardTopics`` from ``/brokers/topics`` filtered,
+  register the ``WildcardTopicCount``, ``reinitializeConsumer`` (its
+  subscriptions, then ``syncedRebalance``), then the
+  ``ZookeeperTopicEventWatcher`` with its immediate bootstrap call
+  (``ZookeeperTopicEventWatcher.scala`` 32-44). Each change of the
+  ``/brokers/topics`` children (watch source ``topics``) runs
+  ``handleChildChange`` (a ``getChildren`` of its own, 67) and
+  ``handleTopicEvent`` (947-972): if the filtered list gained or lost a topic,
+  ``reinitializeConsumer`` calls ``syncedRebalance`` *itself* and waits for it,
+  on the zkclient event thread, not through the coalescing watcher executor:
+  every wildcard member of the group rebalances on its own watch at about the
+  same moment (the herd), with no ``/ids`` change. A change the filter does
+  not allow costs only the reads. The watcher's lock serializes its events;
+  one more arrives at most while it is busy (zkclient's one armed watch). A
+  deleted topic leaves behind what 0.8 leaves (the TODO at 957-961): its data
+  watch and its place in ``topicStreamsMap`` (:attr:`LegacyConsumer.stream_topics`),
+  its offsets znodes (nothing deletes them); its owner znodes go at the
+  rebalance the deletion itself triggers. A *static* consumer whose topic is
+  deleted only logs (``ZKTopicPartitionChangeListener.handleDataDeleted``,
+  510-513: the driver does not wake it), and keeps its owner znodes until the
+  next rebalance for any reason.
 """
 
 from __future__ import annotations
@@ -51,7 +75,7 @@ from collections import deque
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from emulator.events import EventKind, format_partitions
+from emulator.events import EventKind, format_partitions, format_topics
 from emulator.legacy.assignors import range_assign, roundrobin_assign, strategy_from_config
 from emulator.legacy.config import LegacyConsumerConfig
 from emulator.legacy.messages import (
@@ -68,8 +92,10 @@ from emulator.legacy.messages import (
     ReadAssignmentContext,
     ReadCluster,
     ReadRebalanceContext,
+    ReadTopics,
     RebalanceContext,
     RegisterConsumer,
+    ReinitializeWildcard,
     ReleaseOwnership,
     Request,
     Sleep,
@@ -77,11 +103,31 @@ from emulator.legacy.messages import (
     StopFetchers,
     TopicPartition,
     WatchBrokers,
+    WatchTopics,
 )
+from emulator.legacy.wildcard import WildcardSubscription, topic_event
 
-# A protocol procedure: yields effects and requests, is sent the result of
-# each request (``None`` after an effect).
-Proc = Generator[Output, IoResult | None, bool]
+
+@dataclass(frozen=True)
+class _AwaitRebalance:
+    """A channel calls ``syncedRebalance`` itself and waits for ``rebalanceLock`` and its end.
+
+    The topic watcher's ``reinitializeConsumer`` does (K@0.8.2.2
+    ``ZookeeperConsumerConnector.scala`` 905, from 971): the rebalance runs as a
+    job of the lock, and the channel goes on once it is over.
+    """
+
+    reason: str
+
+
+# A protocol procedure: yields effects, requests and rebalance waits, is sent
+# the result of each request (``None`` after an effect or a rebalance wait).
+Proc = Generator[Output | _AwaitRebalance, IoResult | None, bool]
+
+TOPICS_SOURCE = "topics"
+"""The watch source of a ``/brokers/topics`` child change (the topic event watcher)."""
+TOPIC_EVENT = "topic_event"
+"""The reason of the rebalance ``handleTopicEvent`` runs."""
 
 
 class ConsumerState(enum.StrEnum):
@@ -124,6 +170,7 @@ class _Channel:
     waiting_rid: int | None = None
     sleep_until: float | None = None
     on_done: list[object] = field(default_factory=list)
+    awaits_rebalance: bool = False  # parked until the rebalance it asked for is over
 
 
 class LegacyConsumer:
@@ -133,7 +180,9 @@ class LegacyConsumer:
         member: the scenario's name for it (``c-0``), for events.
         consumer_id: the A2 consumer id (``<group>_<host>-<ms>-<hex>``).
         group: ``group.id``.
-        subscription: ``{topic: numStreams}`` (``createMessageStreams``).
+        subscription: ``{topic: numStreams}`` (``createMessageStreams``), or a
+            :class:`~emulator.legacy.wildcard.WildcardSubscription`
+            (``createMessageStreamsByFilter``).
         config: the Kafka settings.
     """
 
@@ -143,16 +192,26 @@ class LegacyConsumer:
         member: str,
         consumer_id: str,
         group: str,
-        subscription: Mapping[str, int],
+        subscription: Mapping[str, int] | WildcardSubscription,
         config: LegacyConsumerConfig,
     ) -> None:
+        self.wildcard: WildcardSubscription | None = None
+        if isinstance(subscription, WildcardSubscription):
+            self.wildcard = subscription
+            subscription = subscription.topic_count_map()
         if not subscription or any(n < 1 for n in subscription.values()):
             raise ValueError("a consumer subscribes to at least one topic with >= 1 stream")
         self.member = member
         self.consumer_id = consumer_id
         self.group = group
+        # What the ids znode's "subscription" holds: {topic: n}, or {regex: n}.
         self.subscription = dict(subscription)
         self.config = config
+        # WildcardStreamsHandler.wildcardTopics: the filtered topics it last saw.
+        self.wildcard_topics: tuple[str, ...] = ()
+        # topicStreamsMap's topics: every topic reinitializeConsumer gave streams
+        # (only grows, a deleted topic's too: its data watch stays).
+        self.stream_topics: dict[str, None] = {}
         self.state = ConsumerState.NEW
         self.stats = ConsumerStats()
         # topicRegistry: partition -> thread id, and what the fetchers run.
@@ -175,7 +234,25 @@ class LegacyConsumer:
         self._session = _Channel("session")
         # The application thread's own commitOffsets() (auto-commit off).
         self._app = _Channel("app")
-        self._channels = (self._lock, self._autocommit, self._shutdown, self._session, self._app)
+        # The ZookeeperTopicEventWatcher's lock holder: its creation, each
+        # /brokers/topics event, its re-subscription on a new session.
+        self._topics = _Channel("topics")
+        self._topic_jobs: deque[str] = deque()
+        self._watcher_created = False
+        # zkclient's event thread runs handleNewSession, syncedRebalance
+        # included, before the events queued behind it (the topic watcher's).
+        self._event_thread_held = False
+        self._resume_awaiting = False
+        self._topic_job_on_event_thread = False
+        self._new_session_deferred = False
+        self._channels = (
+            self._lock,
+            self._autocommit,
+            self._shutdown,
+            self._session,
+            self._app,
+            self._topics,
+        )
         self._next_autocommit: float | None = None
         self._attempt_reads = 0
         self._attempt_writes = 0
@@ -201,15 +278,28 @@ class LegacyConsumer:
         return out
 
     def watch_fired(self, now_ms: float, source: str) -> list[Output]:
-        """A watched znode changed: ``ids`` (group membership), ``topic:<t>`` or ``brokers``.
+        """A watched znode changed: ``ids`` (group membership), ``topic:<t>``, ``brokers``
+        or ``topics`` (the children of ``/brokers/topics``, a wildcard consumer's).
 
-        Only sets ``isWatcherTriggered`` and wakes the executor, as
-        ``ZKRebalancerListener.rebalanceEventTriggered`` does.
+        ``ids``, ``topic:<t>`` and ``brokers`` only set ``isWatcherTriggered``
+        and wake the executor, as ``ZKRebalancerListener.rebalanceEventTriggered``
+        does (K@0.8.2.2 ``ZookeeperConsumerConnector.scala`` 562-571, 497-501).
+        ``topics`` is the topic event watcher's ``handleChildChange``
+        (``ZookeeperTopicEventWatcher.scala`` 63-77): it runs under the
+        watcher's lock, after the event it may still be handling; one event
+        waits at most (zkclient re-arms its one-shot watch only when it runs
+        the event, ``ZkClient.java`` 556-578 at zkclient 0.3).
         """
         self._now = now_ms
         self.stats.watch_events += 1
         if self._shutting_down or self.state is ConsumerState.CLOSED:
             return []
+        if source == TOPICS_SOURCE:
+            if self.wildcard is None or not self._watcher_created:
+                return []  # nobody listens to /brokers/topics
+            if "event" not in self._topic_jobs:
+                self._topic_jobs.append("event")
+            return self._pump_topics()
         out: list[Output] = [self._emit(EventKind.REBALANCE_TRIGGERED, reason=source)]
         self._watcher_triggered = True
         self._trigger_reasons.append(source)
@@ -226,15 +316,33 @@ class LegacyConsumer:
         registration is in flight no lock job starts: Kafka runs
         ``handleNewSession`` on the zkclient event thread, which delivers no
         watch event until it returns.
+
+        That thread may itself be busy: a wildcard consumer's topic event runs
+        its ``syncedRebalance`` on it (``handleTopicEvent``, K@0.8.2.2
+        ``ZookeeperConsumerConnector.scala`` 971). zkclient queues the new
+        session's events behind it (``ZkClient.java`` 466-476 at zkclient 0.3),
+        so ``handleNewSession`` waits until that event is handled; meanwhile the
+        topic event's rebalance works on the new session without its ids znode.
         """
         self._now = now_ms
         if self._shutting_down or self.state is ConsumerState.CLOSED:
             return []
+        if self._topics.proc is not None and self._topic_job_on_event_thread:
+            self._new_session_deferred = True
+            return []
+        return self._begin_new_session()
+
+    def _begin_new_session(self) -> list[Output]:
         out: list[Output] = [self._emit(EventKind.REBALANCE_TRIGGERED, reason="new_session")]
         self.owned.clear()
         ch = self._session
         if ch.proc is not None:  # the registration for an earlier session is moot
             ch.proc.close()
+        if self._watcher_created and "resubscribe" not in self._topic_jobs:
+            # The topic watcher's own ZkSessionExpireListener.handleNewSession
+            # (ZookeeperTopicEventWatcher.scala 88-95), behind the connector's.
+            self._topic_jobs.append("resubscribe")
+        self._event_thread_held = True
         ch.proc, ch.waiting_rid, ch.sleep_until = self._handle_new_session(), None, None
         out.extend(self._advance(ch, None))
         return out
@@ -336,11 +444,13 @@ class LegacyConsumer:
         self._shutting_down = True
         self.state = ConsumerState.SHUTTING_DOWN
         self._next_autocommit = None
-        for ch in (self._lock, self._autocommit, self._session, self._app):
+        for ch in (self._lock, self._autocommit, self._session, self._app, self._topics):
             if ch.proc is not None:
                 ch.proc.close()
             ch.proc, ch.waiting_rid, ch.sleep_until = None, None, None
+            ch.awaits_rebalance = False
         self._lock_jobs.clear()
+        self._topic_jobs.clear()
         self._shutdown.proc = self._shutdown_proc()
         return self._advance(self._shutdown, None)
 
@@ -384,6 +494,11 @@ class LegacyConsumer:
             if isinstance(item, Sleep):
                 ch.sleep_until = item.until_ms
                 return out
+            if isinstance(item, _AwaitRebalance):
+                ch.awaits_rebalance = True
+                self._lock_jobs.append(("awaited_rebalance", item.reason))
+                out.extend(self._pump_lock())
+                return out
             assert isinstance(item, Request)
             ch.waiting_rid = item.rid
             out.append(item)
@@ -391,10 +506,54 @@ class LegacyConsumer:
 
     def _channel_done(self, ch: _Channel) -> list[Output]:
         if ch is self._lock or ch is self._session:
-            return self._pump_lock()
+            out: list[Output] = []
+            if ch is self._lock and self._resume_awaiting:
+                self._resume_awaiting = False
+                out.extend(self._rebalance_over())
+            out.extend(self._pump_lock())
+            out.extend(self._pump_topics())
+            return out
+        if ch is self._topics:
+            out = []
+            if self._new_session_deferred and not self._shutting_down:
+                self._new_session_deferred = False
+                out.extend(self._begin_new_session())
+            out.extend(self._pump_topics())
+            return out
         if ch is self._shutdown:
             self.state = ConsumerState.CLOSED
         return []
+
+    def _rebalance_over(self) -> list[Output]:
+        """The awaited rebalance ended: the channel that waits for it goes on."""
+        for ch in self._channels:
+            if ch.awaits_rebalance:
+                ch.awaits_rebalance = False
+                return self._advance(ch, None)
+        return []
+
+    def _pump_topics(self) -> list[Output]:
+        """Start the topic watcher's next job if its lock and the event thread are free."""
+        ch = self._topics
+        if (
+            ch.proc is not None
+            or self._shutting_down
+            or self._event_thread_held
+            or self._session.proc is not None
+            or not self._topic_jobs
+        ):
+            return []
+        job = self._topic_jobs.popleft()
+        # The watcher's creation runs on the application thread (the
+        # constructor); its events and re-subscription on zkclient's event thread.
+        self._topic_job_on_event_thread = job != "watch"
+        if job == "watch":
+            ch.proc = self._create_topic_watcher()
+        elif job == "resubscribe":
+            ch.proc = self._resubscribe_topic_watcher()
+        else:
+            ch.proc = self._handle_child_change()
+        return self._advance(ch, None)
 
     def _wake_executor(self) -> list[Output]:
         """The watcher executor takes the trigger flag if it is free."""
@@ -417,7 +576,9 @@ class LegacyConsumer:
         if job == "register_and_rebalance":
             self._lock.proc = self._register_and_rebalance(reason)
         elif job == "synced_rebalance":
-            self._lock.proc = self._synced_rebalance(reason)
+            self._lock.proc = self._new_session_rebalance(reason)
+        elif job == "awaited_rebalance":
+            self._lock.proc = self._awaited_rebalance(reason)
         else:
             self._lock.proc = self._executor_job(reason)
         return self._advance(self._lock, None)
@@ -436,9 +597,39 @@ class LegacyConsumer:
             self._lock_jobs.append(("executor_rebalance", ",".join(sorted(set(reasons)))))
         return True
 
+    def _register_request(self) -> RegisterConsumer:
+        """``registerConsumerInZK`` with this consumer's ``TopicCount``."""
+        if self.wildcard is None:
+            return RegisterConsumer(self._next_rid(), self.subscription)
+        return RegisterConsumer(self._next_rid(), self.subscription, self.wildcard.pattern)
+
     def _register_and_rebalance(self, reason: str) -> Proc:
+        """``createMessageStreams`` (``consume``) or ``WildcardStreamsHandler``'s constructor.
+
+        Static: register, then ``reinitializeConsumer`` (the driver subscribes
+        with the registration) and ``syncedRebalance``. By filter (K@0.8.2.2
+        ``ZookeeperConsumerConnector.scala`` 929-945): read and filter
+        ``/brokers/topics`` (``wildcardTopics``), register the
+        ``WildcardTopicCount``, ``reinitializeConsumer`` (:class:`ReinitializeWildcard`,
+        then ``syncedRebalance``), and only then create the topic event
+        watcher. ``syncedRebalance`` throws once it gives up (633): the
+        exception leaves the constructor before 945, and that consumer never
+        watches ``/brokers/topics``.
+        """
         self.state = ConsumerState.REGISTERING
-        res = yield RegisterConsumer(self._next_rid(), self.subscription)
+        wild = self.wildcard
+        if wild is not None:
+            res = yield ReadTopics(self._next_rid(), parent_may_not_exist=True)
+            assert res is not None
+            if res.error is not None:
+                yield self._emit(EventKind.REBALANCE_FAILED, reason=f"read_topics:{res.error}")
+                self.state = ConsumerState.GAVE_UP
+                return False
+            self.wildcard_topics = wild.select(
+                self._topic_names(res.value), self.config.exclude_internal_topics
+            )
+            yield self._resolved("start")
+        res = yield self._register_request()
         assert res is not None
         if res.error is not None:
             # Kafka lets the exception escape (createMessageStreams or the
@@ -447,17 +638,41 @@ class LegacyConsumer:
             self.state = ConsumerState.GAVE_UP
             return False
         yield self._emit(EventKind.CONSUMER_REGISTERED, reason=reason)
+        if wild is not None and not (yield from self._reinitialize_wildcard()):
+            self.state = ConsumerState.GAVE_UP
+            return False
         ok = yield from self._synced_rebalance(reason)
+        if ok and wild is not None:
+            self._topic_jobs.append("watch")  # started once the lock is free
         return ok
+
+    def _reinitialize_wildcard(self) -> Generator[Output, IoResult | None, bool]:
+        """``reinitializeConsumer``'s subscriptions for a ``WildcardTopicCount`` (820-902).
+
+        An error escapes ``reinitializeConsumer`` before its ``syncedRebalance``.
+        """
+        assert self.wildcard is not None
+        req = ReinitializeWildcard(
+            self._next_rid(), self.wildcard, self.config.exclude_internal_topics
+        )
+        res = yield req
+        assert res is not None
+        if res.error is not None:
+            yield self._emit(EventKind.REBALANCE_FAILED, reason=f"reinitialize:{res.error}")
+            return False
+        for topic in self._topic_names(res.value):
+            self.stream_topics.setdefault(topic, None)
+        return True
 
     def _handle_new_session(self) -> Proc:
         """``handleNewSession`` after ``resetState``: register, then queue ``syncedRebalance``."""
         if self._lock.proc is None:
             self.state = ConsumerState.REGISTERING
-        res = yield RegisterConsumer(self._next_rid(), self.subscription)
+        res = yield self._register_request()
         assert res is not None
         if res.error is not None:
             # The exception escapes to zkclient; no syncedRebalance follows.
+            self._event_thread_held = False
             yield self._emit(EventKind.REBALANCE_FAILED, reason=f"register:{res.error}")
             if self._lock.proc is None:
                 self.state = ConsumerState.GAVE_UP
@@ -466,6 +681,105 @@ class LegacyConsumer:
         # Ahead of any watcher-executor job: the event thread runs this
         # syncedRebalance before it delivers the events queued behind it.
         self._lock_jobs.appendleft(("synced_rebalance", "new_session"))
+        return True
+
+    def _new_session_rebalance(self, reason: str) -> Proc:
+        """``handleNewSession``'s ``syncedRebalance``; the event thread is free after it."""
+        try:
+            ok = yield from self._synced_rebalance(reason)
+        finally:
+            self._event_thread_held = False
+        return ok
+
+    def _awaited_rebalance(self, reason: str) -> Proc:
+        """A ``syncedRebalance`` a channel runs itself (the topic watcher's reinitialize)."""
+        ok = yield from self._synced_rebalance(reason)
+        self._resume_awaiting = True
+        return ok
+
+    # ------------------------------------------------------ topic event watcher
+
+    def _resolved(self, reason: str, detail: str | None = None) -> Emit:
+        """``info("Topics to consume = ...")``: the topics the filter gives now."""
+        assert self.wildcard is not None
+        return self._emit(
+            EventKind.TOPIC_PATTERN_RESOLVED,
+            pattern=self.wildcard.topic_filter.raw,
+            topics=format_topics(self.wildcard_topics),
+            reason=reason,
+            detail=self.wildcard.topic_filter.kind + ("" if detail is None else " " + detail),
+        )
+
+    @staticmethod
+    def _topic_names(value: object) -> tuple[str, ...]:
+        if isinstance(value, list | tuple):
+            return tuple(str(t) for t in value)
+        return ()
+
+    def _create_topic_watcher(self) -> Proc:
+        """``new ZookeeperTopicEventWatcher(zkClient, this)``.
+
+        K@0.8.2.2 ``consumer/ZookeeperTopicEventWatcher.scala`` 32-44 (created
+        at ``ZookeeperConsumerConnector.scala`` 945). Subscribe to the children
+        of ``/brokers/topics``, then the bootstrap call ``handleChildChange``
+        (43), which reads them again and runs ``handleTopicEvent``: a topic
+        created since the start is seen here.
+        """
+        # zkclient adds the listener before it reads (ZkClient.java 105-115):
+        # a change meanwhile is an event that waits for the watcher's lock.
+        self._watcher_created = True
+        res = yield WatchTopics(self._next_rid())
+        assert res is not None
+        if res.error is not None:
+            # The constructor throws: no watcher (and no bootstrap call).
+            self._watcher_created = False
+            self._topic_jobs.clear()
+            yield self._emit(EventKind.REBALANCE_FAILED, reason=f"watch_topics:{res.error}")
+            return False
+        ok = yield from self._handle_child_change()
+        return ok
+
+    def _resubscribe_topic_watcher(self) -> Proc:
+        """The watcher's ``handleNewSession``: ``subscribeChildChanges`` again (88-95)."""
+        res = yield WatchTopics(self._next_rid(), resubscribe=True)
+        assert res is not None
+        return res.error is None
+
+    def _handle_child_change(self) -> Proc:
+        """``ZkTopicEventListener.handleChildChange`` then ``handleTopicEvent``.
+
+        K@0.8.2.2 ``ZookeeperTopicEventWatcher.scala`` 63-77: ``getChildren``
+        of its own (67); an exception is logged ("error in handling child
+        changes", 72-74) and nothing else happens. ``handleTopicEvent``
+        (``ZookeeperConsumerConnector.scala`` 947-972): the filtered topics
+        against ``wildcardTopics``, which it replaces; on any addition or
+        deletion ``reinitializeConsumer`` (971), which ends in a
+        ``syncedRebalance`` of its own (905), on this thread: it waits for
+        ``rebalanceLock`` and for the whole rebalance, and a failure
+        ("can't rebalance after N retries") is only logged here.
+        """
+        wild = self.wildcard
+        assert wild is not None
+        res = yield ReadTopics(self._next_rid())
+        assert res is not None
+        if res.error is not None:
+            return False
+        change = topic_event(
+            self.wildcard_topics,
+            self._topic_names(res.value),
+            wild,
+            self.config.exclude_internal_topics,
+        )
+        self.wildcard_topics = change.topics
+        yield self._resolved(TOPIC_EVENT, change.describe())
+        if not change.changed:
+            return True
+        yield self._emit(
+            EventKind.REBALANCE_TRIGGERED, reason=TOPIC_EVENT, detail=change.describe()
+        )
+        if not (yield from self._reinitialize_wildcard()):
+            return False
+        yield _AwaitRebalance(TOPIC_EVENT)
         return True
 
     def _synced_rebalance(self, reason: str) -> Proc:

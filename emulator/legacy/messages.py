@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from emulator.events import EventKind
+from emulator.legacy.wildcard import STATIC_PATTERN, WildcardSubscription
 
 TopicPartition = tuple[str, int]
 
@@ -40,9 +41,16 @@ class RegisterConsumer(Request):
     session is still there. The payload's ``timestamp`` is the wall clock
     (``SystemTime.milliseconds``) when the driver writes it, which the
     machine does not know. Result value: ``None``.
+
+    A wildcard consumer registers its ``WildcardTopicCount``
+    (K@0.8.2.2 ``consumer/TopicCount.scala`` 139-146): ``subscription`` is
+    ``{regex: numStreams}`` with the regex as is (the driver JSON-escapes it,
+    ``Utils.JSONEscapeString``) and ``pattern`` is ``white_list`` or
+    ``black_list``; a static one ``{topic: numStreams}`` with ``static``.
     """
 
     subscription: Mapping[str, int]
+    pattern: str = STATIC_PATTERN
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,59 @@ class ClaimOwnership(Request):
 @dataclass(frozen=True)
 class WatchBrokers(Request):
     """Subscribe to child changes of ``/brokers/ids`` (only when a rebalance saw no broker)."""
+
+
+@dataclass(frozen=True)
+class ReadTopics(Request):
+    """``getChildren(/brokers/topics)``: the topics a wildcard consumer matches against.
+
+    Two places in K@0.8.2.2 read it so: ``WildcardStreamsHandler``'s bootstrap
+    of ``wildcardTopics`` (``ZookeeperConsumerConnector.scala`` 930-932, with
+    ``getChildrenParentMayNotExist``: a missing path is no topics,
+    ``utils/ZkUtils.scala`` 465-474; ``parent_may_not_exist``) and
+    ``ZkTopicEventListener.handleChildChange``, which ignores the children
+    zkclient hands it and reads them again (``ZookeeperTopicEventWatcher.scala``
+    67). Result value: ``tuple[str, ...]`` in the server's order.
+    """
+
+    parent_may_not_exist: bool = False
+
+
+@dataclass(frozen=True)
+class ReinitializeWildcard(Request):
+    """``reinitializeConsumer``'s ZooKeeper work for a ``WildcardTopicCount``.
+
+    K@0.8.2.2 ``ZookeeperConsumerConnector.scala`` 820-902, in order:
+    ``topicCount.getConsumerThreadIdsPerTopic`` reads ``/brokers/topics`` again
+    and filters it (``TopicCount.scala`` 133-137); every topic it gives gets
+    streams in ``topicStreamsMap``, which only grows (``+=``, 889); then
+    ``subscribeChildChanges(/consumers/<g>/ids)`` (896) and
+    ``subscribeDataChanges(/brokers/topics/<t>)`` for every topic of
+    ``topicStreamsMap`` (898-902), a deleted topic's too. zkclient keeps one
+    listener per path in a set (``ZkClient.java`` 105-138 at zkclient 0.3),
+    so subscribing again only re-reads: ``exists`` + ``getChildren`` for the
+    child watch, ``exists`` per data watch. Result value: ``tuple[str, ...]``,
+    the topics matched now.
+    """
+
+    subscription: WildcardSubscription
+    exclude_internal: bool = True
+
+
+@dataclass(frozen=True)
+class WatchTopics(Request):
+    """The ``ZookeeperTopicEventWatcher``'s subscription to ``/brokers/topics`` children.
+
+    At creation (``ZookeeperTopicEventWatcher.scala`` 32-44):
+    ``makeSurePersistentPathExists(/brokers/topics)`` (``exists``, a create if
+    missing) then ``subscribeChildChanges`` (``exists`` + ``getChildren``,
+    ``ZkClient.watchForChilds``). On a new session (``resubscribe``, its
+    ``ZkSessionExpireListener.handleNewSession``, 88-95) only the
+    ``subscribeChildChanges`` again. Each later change of the children reaches
+    the consumer as a watch with source ``topics``. Result value: ``None``.
+    """
+
+    resubscribe: bool = False
 
 
 @dataclass(frozen=True)
