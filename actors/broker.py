@@ -745,6 +745,16 @@ async def _await(ref: Any) -> Any:
 
 
 async def _long_poll(wake: asyncio.Event, timeout_s: float) -> None:
-    """A long poll's wait: until ``wake`` is set or ``timeout_s`` (wall) runs out."""
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(wake.wait(), timeout_s)
+    """A long poll's wait: until ``wake`` is set or ``timeout_s`` (wall) runs out.
+
+    The timeout sets ``wake`` itself: one timer and the event's own future,
+    where ``asyncio.wait_for`` would add a task and its cancellation (a long
+    poll per follower per leader, and per consumer host per broker).
+    """
+    if wake.is_set():
+        return
+    timer = asyncio.get_running_loop().call_later(timeout_s, wake.set)
+    try:
+        await wake.wait()
+    finally:
+        timer.cancel()
