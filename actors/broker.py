@@ -3,13 +3,25 @@
 The rules (partition logs, high watermark, ISR, fetch sessions, the hosting
 of group coordinators) are :class:`~emulator.broker.replica_manager.ReplicaManager`'s,
 in the core; this actor drives it and does what it asks. It keeps the
-broker's loops (replica fetching every :data:`REPLICA_TICK_S`, the
+broker's loops (a replica fetcher per leader it follows, the
 ``isr-expiration`` task every ``replica.lag.time.max.ms``, the coordinators'
 timers, the controller's pushes, the event flush), its Ray calls (produce,
-fetch, fetch sessions with their long poll, replica fetches, group requests,
-``LeaderAndIsr``/``UpdateMetadata``), the futures that wait for the high
-watermark, and its ZooKeeper I/O (registration, the state read at start, the
-conditional ISR writes, the controller).
+fetch, fetch sessions and replica fetches with their long polls, group
+requests, ``LeaderAndIsr``/``UpdateMetadata``), the futures that wait for the
+high watermark, and its ZooKeeper I/O (registration, the state read at start,
+the conditional ISR writes, the controller).
+
+Replication is Kafka's long poll, in both engines: a follower's fetcher for a
+leader sends its next fetch as soon as it has applied the last answer
+(K@0.8.2.2 ``AbstractFetcherThread.doWork``, a loop with no pause), and the
+leader holds a fetch that finds nothing new for up to
+``replica.fetch.wait.max.ms`` (500), answering it the moment a partition of it
+is appended to or changes leader (``DelayedFetch`` in the fetch purgatory;
+:mod:`emulator.broker.fetch`). So a batch produced with ``acks=all`` is
+committed one fetch round trip after the append (the followers' parked
+fetches carry it out, their next fetches report the new LEOs and move the HW),
+and an idle follower fetches twice a second, which keeps it in the ISR
+(``replica.fetch.wait.max.ms`` <= ``replica.lag.time.max.ms``).
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ from emulator.broker.messages import (
     SessionFetch,
     TopicPartition,
     WakeFetchSession,
+    WakeReplicaFetch,
 )
 from emulator.broker.replica_manager import BrokerConfig, ReplicaManager, RoleChange
 from emulator.controller import LeaderIsr
@@ -58,14 +71,16 @@ if TYPE_CHECKING:
     from zk_registry.controller import BrokerController, ControllerConfig
     from zk_registry.layout import PartitionState
 
-#: Wall seconds between two replica fetches of a follower (emulator knob: Kafka's
-#: fetcher loops on ``replica.fetch.wait.max.ms`` = 500 ms long polls; the
-#: emulator polls instead).
-REPLICA_TICK_S = 0.025
+#: Wall seconds a follower's fetcher pauses before its next fetch from a leader
+#: after a failed call or an answer with an error (emulator knob: the 0.8.2
+#: fetcher did not pause, KAFKA-1461; from 0.9 it waits ``replica.fetch.backoff.ms``,
+#: 1000, in ``AbstractFetcherThread.handlePartitionsWithErrors``).
+REPLICA_BACKOFF_S = 0.1
 #: How long a produce waits for the HW to cover its batch, in emulated ms: the
 #: 0.8 producer's ``request.timeout.ms`` (10000), the ack timeout it sends.
 PRODUCE_ACK_TIMEOUT_MS = 10000.0
-#: Emulator bound on one replica fetch call, wall seconds.
+#: Emulator bound on one replica fetch call beyond the leader's long-poll wait
+#: (``replica.fetch.wait.max.ms`` scaled), wall seconds; also the bound on a push.
 REPLICA_CALL_TIMEOUT_S = 5.0
 
 
@@ -136,9 +151,15 @@ class BrokerCore(Locatable):
         self.replica_fetch_calls = 0
         self._acks: dict[int, asyncio.Future[bool]] = {}  # produce waiter -> its future
         self._wakes: dict[str, asyncio.Event] = {}  # fetch session -> its long poll's wake-up
+        # parked replica fetch (its ReplicaWait.key) -> its long poll's wake-up
+        self._replica_wakes: dict[int, asyncio.Event] = {}
+        wait_ms = float(ctx.settings.broker.replica_fetch_wait_max_ms)
+        self._replica_wait_ms = wait_ms  # replica.fetch.wait.max.ms, emulated ms
+        self._replica_call_timeout_s = REPLICA_CALL_TIMEOUT_S + ctx.scaled_s(wait_ms)
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
-        self._fetch_inflight: set[int] = set()
+        self._fetchers: dict[int, asyncio.Task[None]] = {}  # leader -> its replica fetcher
+        self._followers_changed = asyncio.Event()  # the replicas this broker follows changed
         self._push_queue: asyncio.Queue[tuple[dict[TopicPartition, LeaderIsr], str]] | None = None
 
     @property
@@ -171,6 +192,10 @@ class BrokerCore(Locatable):
                 wake = self._wakes.get(out.session)
                 if wake is not None:
                     wake.set()
+            elif isinstance(out, WakeReplicaFetch):
+                wake = self._replica_wakes.get(out.key)
+                if wake is not None:
+                    wake.set()
             elif isinstance(out, ExpandIsr):
                 self._spawn(self._expand_isr(out))
 
@@ -182,7 +207,9 @@ class BrokerCore(Locatable):
         """A consumer host's batch of group requests; the answers ready for that host."""
         if self.coordinators is None:
             return [error_response(r, Errors.COORDINATOR_NOT_AVAILABLE) for r in requests]
-        return self.coordinators.exchange(self.clock.now_ms(), host_key, requests)
+        answers, outputs = self.manager.group_exchange(self.clock.now_ms(), host_key, requests)
+        self._apply(outputs)
+        return answers
 
     async def _coordinator_timers(self) -> None:
         while True:
@@ -276,6 +303,7 @@ class BrokerCore(Locatable):
                 for (p, reps), st in zip(parts, read, strict=True)
             ]
             self._apply(self.manager.load_topic(now, topic, states))
+        self._followers_changed.set()
 
     async def start_controller(self) -> None:
         """Stand for controller (``KafkaController.startup``): elect once, then watch."""
@@ -334,9 +362,12 @@ class BrokerCore(Locatable):
             return
         for t in self._tasks:
             t.cancel()
+        for t in self._fetchers.values():
+            t.cancel()
+        self._fetchers.clear()
         await self.stop_controller()
         self._apply(self.manager.fail_waiters())
-        for wake in self._wakes.values():
+        for wake in (*self._wakes.values(), *self._replica_wakes.values()):
             wake.set()  # parked fetches answer now, with what they have
         self.events.emit(EventKind.BROKER_STOPPED, broker=self.broker_id)
         if self._zk is not None:
@@ -448,8 +479,7 @@ class BrokerCore(Locatable):
         out = list(step.answers)
         if step.wait_ms is not None:
             wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), self.ctx.scaled_s(step.wait_ms))
+            await _long_poll(wake, self.ctx.scaled_s(step.wait_ms))
         out += self.manager.fetch.collect(step.session)
         return out
 
@@ -459,10 +489,16 @@ class BrokerCore(Locatable):
 
     # ------------------------------------------------------------ replication
 
-    def replica_fetch(
+    async def replica_fetch(
         self, follower: int, fetches: dict[TopicPartition, int]
     ) -> dict[TopicPartition, ReplicaFetchAnswer]:
         """A follower's fetch of the partitions this broker leads (a replica ``FetchRequest``).
+
+        A long poll: answered at once when some partition has data beyond the
+        follower's offset or an error; otherwise held until one of its
+        partitions is appended to or changes leader, or
+        ``replica.fetch.wait.max.ms`` (scaled) runs out, then answered with
+        what the log holds (:meth:`ReplicaManager.replica_fetch`).
 
         Args:
             follower: the follower's broker id.
@@ -472,34 +508,74 @@ class BrokerCore(Locatable):
             Partition -> its :class:`~emulator.broker.messages.ReplicaFetchAnswer`.
         """
         self.replica_fetch_calls += 1
-        result = self.manager.replica_fetch(self.clock.now_ms(), follower, fetches)
+        result = self.manager.replica_fetch(
+            self.clock.now_ms(), follower, fetches, self._replica_wait_ms
+        )
         self._apply(result.outputs)
-        return result.answers
+        wait = result.wait
+        if wait is None:
+            return result.answers
+        wake = self._replica_wakes[wait.key] = asyncio.Event()
+        try:
+            await _long_poll(wake, self.ctx.scaled_s(self._replica_wait_ms))
+        except BaseException:
+            self.manager.replica_waits.done(wait)
+            raise
+        finally:
+            del self._replica_wakes[wait.key]
+        return self.manager.replica_fetch_collect(wait)
 
     async def _replica_fetch_loop(self) -> None:
-        while True:
-            for leader, fetches in self.manager.replica_fetches(self._fetch_inflight).items():
-                self._fetch_inflight.add(leader)
-                self._spawn(self._fetch_from(leader, fetches))
-            await asyncio.sleep(REPLICA_TICK_S)
+        """Start a fetcher for each leader this broker follows that has none.
 
-    async def _fetch_from(self, leader: int, fetches: dict[TopicPartition, int]) -> None:
+        ``ReplicaFetcherManager.addFetcherForPartitions``: it runs when the
+        replicas this broker follows change (a ``LeaderAndIsr``, the state read
+        at start) or a fetcher ends, never on a timer. A partition that starts
+        following a leader whose fetcher is waiting on a fetch joins its next
+        fetch, as in Kafka (``AbstractFetcherThread.addPartitions``).
+        """
+        changed = self._followers_changed
+        fetchers = self._fetchers
+        while True:
+            changed.clear()
+            for leader in [b for b, t in fetchers.items() if t.done()]:
+                del fetchers[leader]
+            for leader in self.manager.followed_leaders():
+                if leader not in fetchers:
+                    fetchers[leader] = asyncio.ensure_future(self._fetcher(leader))
+            await changed.wait()
+
+    async def _fetcher(self, leader: int) -> None:
+        """One leader's fetcher (``ReplicaFetcherThread``): fetch, apply, fetch again at once.
+
+        It pauses :data:`REPLICA_BACKOFF_S` after a failed call or an answer
+        with an error (a leader that no longer leads answers at once: without
+        the pause the follower would spin until its own ``LeaderAndIsr``), and
+        ends when this broker follows nothing of ``leader`` (then the fetch
+        loop looks again: a partition may have come back meanwhile).
+        """
+        while True:
+            fetches = self.manager.replica_fetch_for(leader)
+            if not fetches:
+                break
+            if not await self._fetch_from(leader, fetches):
+                await asyncio.sleep(REPLICA_BACKOFF_S)
+        self._followers_changed.set()
+
+    async def _fetch_from(self, leader: int, fetches: dict[TopicPartition, int]) -> bool:
+        """One fetch from ``leader``, applied; whether it went through without an error."""
+        h = self.peers.handle(leader)
+        if h is None:
+            return False
         try:
-            h = self.peers.handle(leader)
-            if h is None:
-                return
-            try:
-                answer = await asyncio.wait_for(
-                    _await(h.replica_fetch.remote(self.broker_id, fetches)),
-                    REPLICA_CALL_TIMEOUT_S,
-                )
-            except Exception:
-                self.peers.failed(leader)
-                await asyncio.sleep(REPLICA_TICK_S * 4)
-                return
-            self.manager.apply_replica_answer(leader, answer)
-        finally:
-            self._fetch_inflight.discard(leader)
+            answer = await asyncio.wait_for(
+                _await(h.replica_fetch.remote(self.broker_id, fetches)),
+                self._replica_call_timeout_s,
+            )
+        except Exception:
+            self.peers.failed(leader)
+            return False
+        return not self.manager.apply_replica_answer(leader, answer)
 
     # ----------------------------------------------------------------- ISR
 
@@ -570,6 +646,7 @@ class BrokerCore(Locatable):
         """
         result = self.manager.leader_and_isr(self.clock.now_ms(), states, live_brokers, replicas)
         self._apply(result.outputs)
+        self._followers_changed.set()  # a new leader to fetch from starts now
         return result.changes
 
     def update_metadata(
@@ -665,3 +742,19 @@ class BrokerCore(Locatable):
 
 async def _await(ref: Any) -> Any:
     return await ref
+
+
+async def _long_poll(wake: asyncio.Event, timeout_s: float) -> None:
+    """A long poll's wait: until ``wake`` is set or ``timeout_s`` (wall) runs out.
+
+    The timeout sets ``wake`` itself: one timer and the event's own future,
+    where ``asyncio.wait_for`` would add a task and its cancellation (a long
+    poll per follower per leader, and per consumer host per broker).
+    """
+    if wake.is_set():
+        return
+    timer = asyncio.get_running_loop().call_later(timeout_s, wake.set)
+    try:
+        await wake.wait()
+    finally:
+        timer.cancel()

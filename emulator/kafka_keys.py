@@ -347,6 +347,16 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         "replica.lag.max.messages", "int", 4000, minimum=0, used_by=_BROKER, source=_SRC_KC082
     ),
     KafkaKeySpec(
+        "replica.fetch.wait.max.ms",
+        "int",
+        500,
+        # Kafka takes 0 (its follower then polls without a pause); the emulator
+        # wants a long poll (emulator choice).
+        minimum=1,
+        used_by=_BROKER,
+        source=_SRC_KC082 + "; K@3.7 KafkaConfig.scala (500)",
+    ),
+    KafkaKeySpec(
         "controller.socket.timeout.ms", "int", 30000, minimum=1, used_by=_BROKER, source=_SRC_KC082
     ),
     KafkaKeySpec("controlled.shutdown.enable", "bool", True, used_by=_BROKER, source=_SRC_KC082),
@@ -673,6 +683,12 @@ KAFKA_CONFIG_KEYS: Final[Mapping[str, KafkaKeySpec]] = {
 
 KAFKA_ORDER_RULES: Final = (
     ("heartbeat.interval.ms", "<", "session.timeout.ms", "clients Heartbeat.java"),
+    (
+        "replica.fetch.wait.max.ms",
+        "<=",
+        "replica.lag.time.max.ms",
+        "KafkaConfig.scala: a follower idle for its whole fetch wait must stay in the ISR",
+    ),
     (
         "group.min.session.timeout.ms",
         "<=",

@@ -34,6 +34,8 @@ class BrokerSettings:
             follower's fetch size.
         replica_lag_time_max_ms: ``replica.lag.time.max.ms`` (10000): ISR shrink.
         replica_lag_max_messages: ``replica.lag.max.messages`` (4000): ISR shrink.
+        replica_fetch_wait_max_ms: ``replica.fetch.wait.max.ms`` (500): how long
+            a leader holds a follower's fetch that finds nothing new (the long poll).
         zookeeper_session_timeout_ms: ``zookeeper.session.timeout.ms`` (6000).
         auto_leader_rebalance_enable: ``auto.leader.rebalance.enable`` (true).
         leader_imbalance_per_broker_percentage:
@@ -57,6 +59,7 @@ class BrokerSettings:
     replica_fetch_max_bytes: int
     replica_lag_time_max_ms: int
     replica_lag_max_messages: int
+    replica_fetch_wait_max_ms: int
     zookeeper_session_timeout_ms: int
     auto_leader_rebalance_enable: bool
     leader_imbalance_per_broker_percentage: int
@@ -80,6 +83,7 @@ class BrokerSettings:
             replica_fetch_max_bytes=kafka.get_int("replica.fetch.max.bytes"),
             replica_lag_time_max_ms=kafka.get_int("replica.lag.time.max.ms"),
             replica_lag_max_messages=kafka.get_int("replica.lag.max.messages"),
+            replica_fetch_wait_max_ms=kafka.get_int("replica.fetch.wait.max.ms"),
             zookeeper_session_timeout_ms=kafka.get_int("zookeeper.session.timeout.ms"),
             auto_leader_rebalance_enable=kafka.get_bool("auto.leader.rebalance.enable"),
             leader_imbalance_per_broker_percentage=kafka.get_int(

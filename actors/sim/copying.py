@@ -42,8 +42,8 @@ SHARED_TYPES: tuple[type, ...] = (OffsetsSnapshot,)
 """Message parts that are immutable by type: a copy would equal them, so they pass as themselves.
 
 A leader's ``__consumer_offsets`` snapshot rides every replica fetch answer
-(forty a second per follower) and grows with the group's committed offsets;
-pickling it was half the CPU of a 10,000-member run."""
+and grows with the group's committed offsets; pickling it was half the CPU of a
+10,000-member run (when followers still polled forty times a second)."""
 
 _in_flight: list[Any] = []
 """The shared parts of the message being pickled, by their place in it (see :func:`pickle_copy`)."""

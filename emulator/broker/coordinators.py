@@ -28,11 +28,13 @@ Deviations from Kafka: only the committed offsets move to the new
 coordinator. Kafka also loads the group metadata (members, generation,
 assignment) from the log; here the new coordinator starts the group empty, so
 the members' next heartbeat gets UNKNOWN_MEMBER_ID and they rejoin (a KIP-848
-member rejoins with epoch 0). Commits are answered at once and reach the
-followers with their next replica fetch (Kafka writes them with
-``offsets.commit.required.acks`` = -1), so a commit made in the last replica
-tick before the leader dies can be lost: the group re-processes from the
-previous commit.
+member rejoins with epoch 0). A commit the coordinator accepts is appended to
+its ``__consumer_offsets`` partition as one message (:meth:`CoordinatorHost.take_commits`,
+appended by the broker), which wakes the followers' parked replica fetches;
+it reaches them one round trip later. But it is answered at once (Kafka
+writes it with ``offsets.commit.required.acks`` = -1 and answers once the ISR
+has it), so a commit made within that round trip before the leader dies can
+be lost: the group re-processes from the previous commit.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ from emulator.modern.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     SyncGroupRequest,
     TopicPartition,
 )
@@ -134,6 +138,8 @@ class CoordinatorHost:
         # Offsets partition -> group -> committed offsets, loaded on becoming its
         # leader and not yet handed to a coordinator.
         self._loaded: dict[int, GroupOffsets] = {}
+        #: Offsets partition -> the commits accepted since :meth:`take_commits`.
+        self.commits: dict[int, int] = {}
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
@@ -191,8 +197,8 @@ class CoordinatorHost:
     def offsets_snapshot(self, partition: int) -> OffsetsSnapshot:
         """The committed offsets of the groups of ``partition`` (what its log holds).
 
-        Asked for each of the partitions a follower fetches, forty times a
-        second; most hold no group, and get the one empty snapshot.
+        Asked for each of the partitions in every answer to a follower's fetch;
+        most hold no group, and get the one empty snapshot.
         """
         loaded = self._loaded.get(partition)
         out = {g: dict(o) for g, o in loaded.items()} if loaded else {}
@@ -243,9 +249,28 @@ class CoordinatorHost:
             if isinstance(req, JoinGroupRequest) and req.client_id:
                 # The request header's client.id: new member ids are "<client.id>-<uuid>".
                 self._dispatch(coord.handle(now_ms, req, client_id=req.client_id))
+            elif isinstance(req, OffsetCommitRequest):
+                outputs = coord.handle(now_ms, req)
+                if any(
+                    isinstance(o, OffsetCommitResponse) and o.accepted_ms is not None
+                    for o in outputs
+                ):
+                    p = self.partition_for(req.group_id)
+                    self.commits[p] = self.commits.get(p, 0) + 1
+                self._dispatch(outputs)
             else:
                 self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
+
+    def take_commits(self) -> dict[int, int]:
+        """The commits accepted since the last call, per ``__consumer_offsets`` partition.
+
+        Each is one message the broker appends to that partition's log (Kafka
+        appends the commit's record: K@3.7 ``GroupMetadataManager.storeOffsets``,
+        the KIP-848 coordinator's ``OffsetMetadataManager.commitOffset``).
+        """
+        commits, self.commits = self.commits, {}
+        return commits
 
     def _heartbeat_seen(
         self,

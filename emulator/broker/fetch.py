@@ -1,29 +1,47 @@
-"""Fetch sessions and the long poll (KIP-227's incremental fetch; ``DelayedFetch``).
+"""Fetch sessions, replica fetches and the long poll (``DelayedFetch`` in the fetch purgatory).
 
-Each consumer host keeps one fetch session per broker. A fetch that finds no
-data stays *parked* in the session, as the broker holds a fetch request until
-``fetch.min.bytes`` (1) is there or ``fetch.max.wait.ms`` runs out; the
-host's next request carries only what changed (new fetches, withdrawn ones),
-not every partition again. Data or a leader change on a partition makes its
-parked fetches *ready*, and wakes the long poll of their sessions.
+Consumer fetches (KIP-227's incremental fetch): each consumer host keeps one
+fetch session per broker. A fetch that finds no data stays *parked* in the
+session, as the broker holds a fetch request until ``fetch.min.bytes`` (1) is
+there or ``fetch.max.wait.ms`` runs out; the host's next request carries only
+what changed (new fetches, withdrawn ones), not every partition again. Data or
+a leader change on a partition makes its parked fetches *ready*, and wakes the
+long poll of their sessions.
+
+Replica fetches (:class:`ReplicaFetchPurgatory`): a follower's fetcher sends
+its fetch with ``maxWait = replica.fetch.wait.max.ms`` (500) and ``minBytes =
+replica.fetch.min.bytes`` (1) (K@0.8.2.2 ``server/ReplicaFetcherThread.scala``,
+``AbstractFetcherThread.scala``; K@3.7 ``RemoteLeaderEndPoint.scala``
+``maxWait``/``minBytes``). The leader answers at once when some partition has
+data beyond the follower's offset, or an error (``ReplicaManager.fetchMessages``:
+``bytesReadable >= minBytes || errorReadingData``); otherwise it parks the
+fetch, keyed by its partitions, until one of them is appended to or changes
+leader, or ``maxWait`` runs out. A follower's fetch reads up to the LEO (not
+the HW), so an HW move alone does not complete it (K@0.8.2.2
+``DelayedFetch.isSatisfied``: ``endOffset = logEndOffset`` for a follower;
+K@3.7 ``DelayedFetch.tryComplete``, ``FetchIsolation.LOG_END``).
 
 The long poll's wait itself is the shell's (it awaits a wake-up or the
-timeout); :meth:`FetchSessions.next_deadline` and :meth:`FetchSessions.expired`
-say when a waiting poll runs out, for a driver on a virtual clock.
+timeout); :meth:`FetchSessions.next_deadline`, :meth:`FetchSessions.expired`
+and their :class:`ReplicaFetchPurgatory` namesakes say when a waiting poll runs
+out, for a driver on a virtual clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from emulator.broker.messages import (
     SessionAnswer,
     SessionFetch,
     TopicPartition,
     WakeFetchSession,
+    WakeReplicaFetch,
 )
+
+_K = TypeVar("_K", bound=Hashable)
 
 #: Serves one partition's fetch: ``(tp, offset, reset, max) -> (start, end)``;
 #: ``start < 0``: not the leader.
@@ -135,7 +153,7 @@ class FetchSessions:
                 out.append(SessionAnswer(slot, start, end))
                 continue
             sess.parked[slot] = ParkedFetch(tp, start, reset, max_n)
-            self.parked.setdefault(tp, {})[(session, slot)] = None
+            _watch(self.parked, tp, (session, slot))
         wait = not out and not sess.ready and bool(sess.parked) and max_wait_ms > 0
         sess.wait_until_ms = now_ms + max_wait_ms if wait else None
         return FetchStep(sess, out, max_wait_ms if wait else None, replaced)
@@ -190,11 +208,7 @@ class FetchSessions:
         ]
 
     def _unpark(self, tp: TopicPartition, session: str, slot: int) -> None:
-        waiting = self.parked.get(tp)
-        if waiting is not None:
-            waiting.pop((session, slot), None)
-            if not waiting:
-                del self.parked[tp]
+        _unwatch(self.parked, tp, (session, slot))
 
     def _close(self, sess: FetchSession) -> None:
         for slot, entry in sess.parked.items():
@@ -202,3 +216,117 @@ class FetchSessions:
         sess.parked.clear()
         sess.ready.clear()
         sess.closed = True
+
+
+# ------------------------------------------------------------ the purgatory's index
+
+
+def _watch(index: dict[TopicPartition, dict[_K, None]], tp: TopicPartition, key: _K) -> None:
+    """Park ``key`` on ``tp`` in a partition -> parked keys index (insertion order kept)."""
+    index.setdefault(tp, {})[key] = None
+
+
+def _unwatch(index: dict[TopicPartition, dict[_K, None]], tp: TopicPartition, key: _K) -> None:
+    """Unpark ``key`` from ``tp``; a partition with nothing parked leaves the index."""
+    waiting = index.get(tp)
+    if waiting is not None:
+        waiting.pop(key, None)
+        if not waiting:
+            del index[tp]
+
+
+# ------------------------------------------------------------------ replica fetches
+
+
+@dataclass(eq=False)
+class ReplicaWait:
+    """A follower's replica fetch parked at the leader (a ``DelayedFetch`` from a follower).
+
+    Attributes:
+        key: its id on this broker (what :class:`~emulator.broker.messages.WakeReplicaFetch`
+            names).
+        follower: the follower's broker id.
+        fetches: partition -> the follower's fetch offset (its LEO when it sent the fetch).
+        wait_until_ms: when ``replica.fetch.wait.max.ms`` runs out (emulated ms).
+        ready: something it fetches was appended to or changed leader: answer it now.
+    """
+
+    key: int
+    follower: int
+    fetches: Mapping[TopicPartition, int]
+    wait_until_ms: float
+    ready: bool = False
+
+
+class ReplicaFetchPurgatory:
+    """The followers' fetches parked on one leader, indexed by partition.
+
+    Each parked fetch is its own entry (as each ``DelayedFetch`` in Kafka's
+    purgatory): a follower whose call timed out and who fetches again has two,
+    each answered on its own.
+    """
+
+    def __init__(self) -> None:
+        self.waits: dict[int, ReplicaWait] = {}
+        #: Partition -> the keys of the fetches parked on it.
+        self.parked: dict[TopicPartition, dict[int, None]] = {}
+        self._next_key = 0
+
+    def park(
+        self,
+        now_ms: float,
+        follower: int,
+        fetches: Mapping[TopicPartition, int],
+        max_wait_ms: float,
+    ) -> ReplicaWait:
+        """Hold a follower's fetch that found nothing until data, a leader change or the timeout."""
+        self._next_key += 1
+        wait = ReplicaWait(self._next_key, follower, fetches, now_ms + max_wait_ms)
+        self.waits[wait.key] = wait
+        parked = self.parked
+        key = wait.key
+        for tp in fetches:
+            _watch(parked, tp, key)
+        return wait
+
+    def wake(self, tp: TopicPartition) -> list[WakeReplicaFetch]:
+        """``tp`` was appended to or changed leader: its parked fetches can be answered.
+
+        Each woken fetch leaves the index (it is answered once, with what there
+        is when its shell collects it).
+        """
+        waiting = self.parked.get(tp)
+        if not waiting:
+            return []
+        out: list[WakeReplicaFetch] = []
+        for key in list(waiting):
+            wait = self.waits.get(key)
+            if wait is None or wait.ready:
+                continue
+            wait.ready = True
+            self._unindex(wait)
+            out.append(WakeReplicaFetch(key))
+        return out
+
+    def done(self, wait: ReplicaWait) -> None:
+        """The shell answers ``wait`` (woken, timed out, or the broker stops): forget it."""
+        if self.waits.pop(wait.key, None) is not None and not wait.ready:
+            self._unindex(wait)
+
+    def next_deadline(self) -> float | None:
+        """When the first parked fetch runs out (emulated ms), if any is parked."""
+        return min((w.wait_until_ms for w in self.waits.values() if not w.ready), default=None)
+
+    def expired(self, now_ms: float) -> list[WakeReplicaFetch]:
+        """The parked fetches whose ``replica.fetch.wait.max.ms`` ran out by ``now_ms``."""
+        return [
+            WakeReplicaFetch(w.key)
+            for w in self.waits.values()
+            if not w.ready and w.wait_until_ms <= now_ms
+        ]
+
+    def _unindex(self, wait: ReplicaWait) -> None:
+        parked = self.parked
+        key = wait.key
+        for tp in wait.fetches:
+            _unwatch(parked, tp, key)

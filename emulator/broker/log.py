@@ -48,14 +48,15 @@ class Replica:
     waiters: list[tuple[int, int]] = field(default_factory=list)
     isr_write_pending: bool = False
 
-    def append(self, count: int, waiter: int) -> tuple[int, int]:
+    def append(self, count: int, waiter: int | None = None) -> tuple[int, int]:
         """Append ``count`` messages on the leader; ``waiter`` waits for the HW to cover them.
 
         Returns the batch's ``[start, end)``.
         """
         start = self.leo
         self.leo += count
-        self.waiters.append((self.leo, waiter))
+        if waiter is not None:
+            self.waiters.append((self.leo, waiter))
         return start, self.leo
 
     def drop_waiter(self, waiter: int) -> None:

@@ -8,7 +8,8 @@ the plain tuples that callers build.
 The outputs (:data:`BrokerOutput`) are what the
 :class:`~emulator.broker.replica_manager.ReplicaManager` returns for the
 shell to carry out, in order: end a produce's wait for acknowledgements, wake
-a fetch session's long poll, start an ISR expansion (a ZooKeeper write).
+a fetch session's long poll or a follower's parked replica fetch, start an ISR
+expansion (a ZooKeeper write).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class OffsetsSnapshot(Mapping[str, Mapping[TopicPartition, int]]):
 
     Immutable: built once, from offsets no one else holds, and never changed
     (its groups' offsets are handed out read-only). A leader's replica fetch
-    answer carries one to the follower, forty times a second; because nothing
+    answer carries one to the follower, with every answer; because nothing
     can change it, the sim engine passes it by reference instead of copying it
     (``actors.sim.system``), as Ray's copy would give an equal value. Pickled
     (Ray), it is rebuilt from its groups. Equal to any mapping with the same
@@ -238,6 +239,16 @@ class WakeFetchSession:
 
 
 @dataclass(frozen=True)
+class WakeReplicaFetch:
+    """A follower's parked replica fetch can be answered (data, or a leader change): end its wait.
+
+    ``key`` is its :attr:`~emulator.broker.fetch.ReplicaWait.key`.
+    """
+
+    key: int
+
+
+@dataclass(frozen=True)
 class ExpandIsr:
     """A follower caught up with the HW: start adding it to the ISR (a ZooKeeper write).
 
@@ -251,4 +262,4 @@ class ExpandIsr:
     follower: int
 
 
-BrokerOutput = AckProduce | WakeFetchSession | ExpandIsr
+BrokerOutput = AckProduce | WakeFetchSession | WakeReplicaFetch | ExpandIsr

@@ -5,12 +5,15 @@ Replication follows Kafka 0.8.2.2 (kafka-protocols.md A8;
 ``server/ReplicaFetcherThread.scala``):
 
 * Every broker holds a replica of each partition assigned to it. A follower
-  fetches from the leader (:meth:`ReplicaManager.replica_fetches`, answered by
-  the leader's :meth:`ReplicaManager.replica_fetch`), copying at most
-  ``replica.fetch.max.bytes`` (1048576) / :data:`MESSAGE_BYTES` = 1024
-  messages per partition per fetch. An answer below the follower's LEO
-  (``OffsetOutOfRange``) truncates the follower to the leader's LEO
-  (``ReplicaFetcherThread.handleOffsetOutOfRange``).
+  fetches from each leader it follows (:meth:`ReplicaManager.replica_fetch_for`,
+  answered by the leader's :meth:`ReplicaManager.replica_fetch`), copying at
+  most ``replica.fetch.max.bytes`` (1048576) / :data:`MESSAGE_BYTES` = 1024
+  messages per partition per fetch. The fetch is a long poll: a leader with
+  nothing new for the follower parks it until a partition of it is appended
+  to or changes leader, or ``replica.fetch.wait.max.ms`` (500) runs out
+  (:class:`~emulator.broker.fetch.ReplicaFetchPurgatory`). An answer below
+  the follower's LEO (``OffsetOutOfRange``) truncates the follower to the
+  leader's LEO (``ReplicaFetcherThread.handleOffsetOutOfRange``).
 * The leader records each follower's LEO (the fetch offset) and when it was
   last updated; HW = the least LEO over the ISR; consumer fetches are served
   only up to the HW (:mod:`emulator.broker.log`).
@@ -43,7 +46,7 @@ from typing import Literal
 
 from emulator.broker import isr as isr_rules
 from emulator.broker.coordinators import CoordinatorHost, EmitEvent
-from emulator.broker.fetch import FetchSessions
+from emulator.broker.fetch import FetchSessions, ReplicaFetchPurgatory, ReplicaWait
 from emulator.broker.isr import IsrWrite, WriteResult
 from emulator.broker.log import Replica, serve
 from emulator.broker.messages import (
@@ -67,6 +70,7 @@ from emulator.controller import (
     caught_up_for_expand,
 )
 from emulator.events import EventKind
+from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.modern.placement import OFFSETS_TOPIC
 from emulator.settings import BrokerSettings
 
@@ -127,10 +131,19 @@ class ProduceStep:
 
 @dataclass(frozen=True)
 class ReplicaFetchResult:
-    """The leader's answers to a follower's fetch, and what the fetch caused."""
+    """The leader's answers to a follower's fetch, and what the fetch caused.
+
+    Attributes:
+        answers: partition -> its answer (empty when the fetch is parked).
+        outputs: what the fetch caused (acks, wake-ups, an ISR expansion).
+        wait: the parked fetch, when nothing could be answered at once: wait
+            for its :class:`~emulator.broker.messages.WakeReplicaFetch` or its
+            timeout, then :meth:`ReplicaManager.replica_fetch_collect`.
+    """
 
     answers: dict[TopicPartition, ReplicaFetchAnswer]
     outputs: list[BrokerOutput]
+    wait: ReplicaWait | None = None
 
 
 @dataclass(frozen=True)
@@ -199,10 +212,12 @@ class ReplicaManager:
         #: broker's replica holds them (the leader's snapshot of each replica fetch).
         self.offsets_replica: dict[int, Mapping[str, Mapping[TopicPartition, int]]] = {}
         self.fetch = FetchSessions(self.serve)
+        #: The followers' fetches parked here (the fetch purgatory's replica side).
+        self.replica_waits = ReplicaFetchPurgatory()
         self._next_waiter = 0
         # The replicas this broker follows, by leader: rebuilt only when a
-        # replica is added, dropped or changes leader (not on every fetch tick,
-        # which would walk every partition of the cluster 40 times a second).
+        # replica is added, dropped or changes leader (not on every fetch,
+        # which would walk every partition this broker replicates each time).
         self._followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
         self._followers_dirty = True
 
@@ -224,6 +239,8 @@ class ReplicaManager:
             self._next_waiter += 1
             start, end = rep.append(n, self._next_waiter)
             pending[tp] = PendingProduce(start, end, self._next_waiter)
+            if tp in self.replica_waits.parked:  # the followers' parked fetches have data
+                out += self.replica_waits.wake(tp)
             self._advance_hw(tp, rep, out)
         return ProduceStep(answers, pending, out)
 
@@ -270,23 +287,105 @@ class ReplicaManager:
             if r.leader == self.broker_id and tp[0] != OFFSETS_TOPIC
         }
 
+    # ------------------------------------------------------------- groups
+
+    def group_exchange(
+        self, now_ms: float, host_key: str, requests: Iterable[GroupRequest]
+    ) -> tuple[list[GroupResponse], list[BrokerOutput]]:
+        """A consumer host's batch of group requests to the coordinators hosted here.
+
+        Returns the answers ready for that host (see
+        :meth:`CoordinatorHost.exchange`), and what the commits accepted
+        caused: each is appended to its ``__consumer_offsets`` partition as one
+        message, which wakes the followers' fetches parked on it.
+
+        Raises:
+            RuntimeError: this broker hosts no coordinators (a ``zookeeper`` run).
+        """
+        coordinators = self.coordinators
+        if coordinators is None:
+            raise RuntimeError("this broker hosts no group coordinators")
+        answers = coordinators.exchange(now_ms, host_key, requests)
+        out: list[BrokerOutput] = []
+        if coordinators.commits:
+            for p, n in coordinators.take_commits().items():
+                tp = (OFFSETS_TOPIC, p)
+                rep = self.replicas.get(tp)
+                if rep is None or rep.leader != self.broker_id:
+                    continue
+                rep.append(n)  # no produce waits on it: the commit was answered already
+                if tp in self.replica_waits.parked:
+                    out += self.replica_waits.wake(tp)
+                self._advance_hw(tp, rep, out)
+        return answers, out
+
     # -------------------------------------------------------- replication
 
     def replica_fetch(
-        self, now_ms: float, follower: int, fetches: Mapping[TopicPartition, int]
+        self,
+        now_ms: float,
+        follower: int,
+        fetches: Mapping[TopicPartition, int],
+        max_wait_ms: float = 0.0,
     ) -> ReplicaFetchResult:
         """A follower's fetch of the partitions this broker leads (a replica ``FetchRequest``).
+
+        The leader records the follower's LEO (its fetch offset) and when it
+        fetched, moves the HW, and starts an ISR expansion if the follower
+        caught up (K@0.8.2.2 ``KafkaApis.handleFetchRequest``
+        ``recordFollowerLogEndOffsets``; K@3.7 ``Partition.updateFollowerFetchState``):
+        all of it when the fetch *arrives*, never again when a parked fetch is
+        answered. Then it answers at once if some partition has data beyond
+        the follower's offset or an error (not the leader, or the follower is
+        ahead: it truncates), or if ``max_wait_ms`` is 0; otherwise the fetch
+        is parked (``DelayedFetch``) and the result carries its
+        :class:`~emulator.broker.fetch.ReplicaWait`: the shell waits for a
+        :class:`~emulator.broker.messages.WakeReplicaFetch` of it or
+        ``max_wait_ms``, then calls :meth:`replica_fetch_collect`.
 
         Args:
             now_ms: the emulated time.
             follower: the follower's broker id.
             fetches: partition -> the follower's LEO (its fetch offset).
+            max_wait_ms: ``replica.fetch.wait.max.ms``: how long the answer may
+                wait for data (0: answer at once).
+        """
+        out: list[BrokerOutput] = []
+        answers, answerable = self._replica_answers(follower, fetches, now_ms, out)
+        if answerable or max_wait_ms <= 0 or not fetches:
+            return ReplicaFetchResult(answers, out)
+        wait = self.replica_waits.park(now_ms, follower, fetches, max_wait_ms)
+        return ReplicaFetchResult({}, out, wait)
+
+    def replica_fetch_collect(self, wait: ReplicaWait) -> dict[TopicPartition, ReplicaFetchAnswer]:
+        """The answer to a parked replica fetch, woken or timed out: what the log holds now.
+
+        Every partition of the fetch is answered as at its arrival (data from
+        the fetch offset up to the LEO, the HW, or not the leader), without
+        recording the follower again (K@3.7 ``readFromLog(readFromPurgatory =
+        true)``; K@0.8.2.2 ``DelayedFetch.respond``).
+        """
+        self.replica_waits.done(wait)
+        answers, _ = self._replica_answers(wait.follower, wait.fetches, None, [])
+        return answers
+
+    def _replica_answers(
+        self,
+        follower: int,
+        fetches: Mapping[TopicPartition, int],
+        record_ms: float | None,
+        out: list[BrokerOutput],
+    ) -> tuple[dict[TopicPartition, ReplicaFetchAnswer], bool]:
+        """Each partition's answer, and whether one of them has data or an error.
+
+        ``record_ms`` not None: the fetch arrives now (record the follower's
+        LEO and time, move the HW, maybe expand the ISR, into ``out``).
         """
         answers: dict[TopicPartition, ReplicaFetchAnswer] = {}
-        out: list[BrokerOutput] = []
-        # Forty fetches a second per follower, each over every partition the
-        # follower replicates from here, most of them idle: the loop body is
-        # kept to what each partition needs (the same rules, read once).
+        answerable = False
+        # Every fetch of a follower goes over each partition the follower
+        # replicates from here, most of them idle: the loop body is kept to
+        # what each partition needs (the same rules, read once).
         replicas = self.replicas
         me = self.broker_id
         max_n = self.config.max_fetch_messages
@@ -297,27 +396,32 @@ class ReplicaManager:
             rep = replicas.get(tp)
             if rep is None or rep.leader != me or follower not in rep.replicas:
                 answers[tp] = _NOT_LEADER_REPLICA_ANSWER
+                answerable = True
                 continue
             leo = rep.leo
             if offset > leo:  # OffsetOutOfRange: the follower truncates
                 answers[tp] = ReplicaFetchAnswer(leo, rep.hw, rep.log_start, None)
+                answerable = True
                 continue
-            rep.follower_leo[follower] = offset
-            rep.follower_update_ms[follower] = now_ms
-            if offset >= leo:
-                rep.follower_caught_up_ms[follower] = now_ms
+            if leo > offset:
+                answerable = True
             hw = rep.hw
-            if hw != leo or rep.waiters:  # else advance_hw can change nothing: HW <= LEO
-                grew, acks = rep.advance_hw(me)  # _advance_hw, inlined
-                if grew and tp in parked:
-                    out += self.fetch.wake(tp)
-                if acks:
-                    out += acks
-                hw = rep.hw
-            if follower not in rep.isr and caught_up_for_expand(
-                follower, offset, hw, rep.replicas, rep.isr
-            ):
-                out.append(ExpandIsr(tp, rep, follower))
+            if record_ms is not None:
+                rep.follower_leo[follower] = offset
+                rep.follower_update_ms[follower] = record_ms
+                if offset >= leo:
+                    rep.follower_caught_up_ms[follower] = record_ms
+                if hw != leo or rep.waiters:  # else advance_hw can change nothing: HW <= LEO
+                    grew, acks = rep.advance_hw(me)  # _advance_hw, inlined
+                    if grew and tp in parked:
+                        out += self.fetch.wake(tp)
+                    if acks:
+                        out += acks
+                    hw = rep.hw
+                if follower not in rep.isr and caught_up_for_expand(
+                    follower, offset, hw, rep.replicas, rep.isr
+                ):
+                    out.append(ExpandIsr(tp, rep, follower))
             payload = None
             if coordinators is not None and tp[0] == OFFSETS_TOPIC:
                 payload = (
@@ -331,14 +435,10 @@ class ReplicaManager:
                 ReplicaFetchAnswer,
                 (new_leo, hw if hw < new_leo else new_leo, rep.log_start, payload),
             )
-        return ReplicaFetchResult(answers, out)
+        return answers, answerable
 
-    def replica_fetches(self, busy: Container[int]) -> dict[int, dict[TopicPartition, int]]:
-        """This broker's fetches as a follower: leader -> partition -> own LEO.
-
-        Args:
-            busy: leaders with a fetch still under way (left out).
-        """
+    def _follower_index(self) -> dict[int, list[tuple[TopicPartition, Replica]]]:
+        """Leader -> the replicas this broker follows from it (rebuilt after a change only)."""
         if self._followers_dirty:
             self._followers_dirty = False
             followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
@@ -346,25 +446,54 @@ class ReplicaManager:
                 if rep.leader >= 0 and rep.leader != self.broker_id:
                     followers.setdefault(rep.leader, []).append((tp, rep))
             self._followers = followers
+        return self._followers
+
+    def followed_leaders(self) -> list[int]:
+        """The leaders this broker fetches from as a follower (one fetcher each)."""
+        return list(self._follower_index())
+
+    def replica_fetch_for(self, leader: int) -> dict[TopicPartition, int]:
+        """This broker's next fetch from ``leader``: partition -> own LEO (empty: none to fetch)."""
+        return {tp: rep.leo for tp, rep in self._follower_index().get(leader, ())}
+
+    def replica_fetches(self, busy: Container[int]) -> dict[int, dict[TopicPartition, int]]:
+        """This broker's fetches as a follower: leader -> partition -> own LEO.
+
+        Args:
+            busy: leaders with a fetch still under way (left out).
+        """
         return {
             leader: {tp: rep.leo for tp, rep in reps}
-            for leader, reps in self._followers.items()
+            for leader, reps in self._follower_index().items()
             if leader not in busy
         }
 
     def apply_replica_answer(
         self, leader: int, answer: Mapping[TopicPartition, ReplicaFetchAnswer]
-    ) -> None:
-        """The leader's answer to this follower's fetch: take its LEO, log start and HW."""
+    ) -> bool:
+        """The leader's answer to this follower's fetch: take its LEO, log start and HW.
+
+        Returns whether a partition this broker still follows from ``leader``
+        was answered with an error (not the leader): the fetcher backs off
+        before its next fetch, as Kafka's does from 0.9 on
+        (``replica.fetch.backoff.ms``; KAFKA-1461). An answer for a partition
+        that moved meanwhile is ignored, as ``AbstractFetcherThread`` ignores
+        one for a partition no longer in its map.
+        """
+        errors = False
         for tp, (new_leo, hw, log_start, payload) in answer.items():
             rep = self.replicas.get(tp)
-            if rep is None or rep.leader != leader or new_leo < 0:
+            if rep is None or rep.leader != leader:
+                continue
+            if new_leo < 0:
+                errors = True
                 continue
             rep.leo = new_leo
             rep.log_start = log_start
             rep.hw = hw if hw < new_leo else new_leo
             if payload is not None:
                 self.offsets_replica[tp[1]] = payload
+        return errors
 
     # ---------------------------------------------------------------- ISR
 
@@ -460,6 +589,7 @@ class ReplicaManager:
                 self.replicas.pop(tp, None)
                 self._followers_dirty = True
                 out += self.fetch.wake(tp)
+                out += self.replica_waits.wake(tp)
                 continue
             rep = self.replicas.get(tp)
             if rep is None:
@@ -491,6 +621,10 @@ class ReplicaManager:
             self._followers_dirty = True
             if tp in self.fetch.parked:
                 out += self.fetch.wake(tp)  # a fetch parked here now gets NotLeader
+            if tp in self.replica_waits.parked:
+                # A follower's parked fetch too, at once (K@3.7 ReplicaManager.makeFollowers:
+                # completeDelayedFetchOrProduceRequests; 0.8.2.2 answered it at maxWait).
+                out += self.replica_waits.wake(tp)
         rep.leader_epoch = epoch
         rep.leader = leader
         if leader == self.broker_id:

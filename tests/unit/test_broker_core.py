@@ -25,13 +25,20 @@ from emulator.broker.messages import (
     SessionAnswer,
     SessionFetch,
     WakeFetchSession,
+    WakeReplicaFetch,
 )
 from emulator.broker.replica_manager import BrokerConfig, ReplicaManager
 from emulator.clock import FakeClock
 from emulator.controller import LeaderIsr
 from emulator.events import EventKind
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
-from emulator.modern.messages import GroupRequest, TopicPartition
+from emulator.modern.errors import Errors
+from emulator.modern.messages import (
+    GroupRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    TopicPartition,
+)
 from emulator.modern.placement import OFFSETS_TOPIC
 
 T = "t"
@@ -329,6 +336,135 @@ def test_withdrawn_fetches_and_replaced_sessions_are_never_answered() -> None:
     assert b.rm.fetch.collect(step.session) == [SessionAnswer(3, 0, 1)]
 
 
+# ------------------------------------------------------- replica fetch long poll
+
+REPLICA_WAIT_MS = 500.0  # replica.fetch.wait.max.ms
+
+
+def replica_wakes(outputs: list[BrokerOutput]) -> list[WakeReplicaFetch]:
+    return [o for o in outputs if isinstance(o, WakeReplicaFetch)]
+
+
+def test_a_follower_fetch_with_data_or_an_error_is_answered_at_once() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    b.rm.produce({TP: 3})
+    now = b.clock.now_ms()
+    got = b.rm.replica_fetch(now, 1, {TP: 0}, REPLICA_WAIT_MS)  # data beyond its offset
+    assert got.wait is None and got.answers == {TP: ReplicaFetchAnswer(3, 0, 0, None)}
+    got = b.rm.replica_fetch(now, 1, {TP: 5}, REPLICA_WAIT_MS)  # ahead: it truncates
+    assert got.wait is None and got.answers[TP].new_leo == 3
+    got = b.rm.replica_fetch(now, 1, {TP: 3, (T, 9): 0}, REPLICA_WAIT_MS)  # (t, 9): not led
+    assert got.wait is None and got.answers[(T, 9)].new_leo == NOT_LEADER
+    got = b.rm.replica_fetch(now, 1, {TP: 3}, 0.0)  # no wait asked
+    assert got.wait is None and got.answers == {TP: ReplicaFetchAnswer(3, 3, 0, None)}
+    assert b.rm.replica_waits.waits == {} and b.rm.replica_waits.parked == {}
+
+
+def test_a_follower_fetch_with_nothing_new_parks_until_an_append() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    b.rm.produce({TP: 4})
+    b.follower_fetch(1, 4)
+    assert b.rm.replicas[TP].hw == 4
+    got = b.rm.replica_fetch(b.at(100.0), 1, {TP: 4}, REPLICA_WAIT_MS)
+    wait = got.wait
+    assert wait is not None and got.answers == {}
+    assert b.rm.replica_waits.parked == {TP: {wait.key: None}}
+    assert b.rm.replica_waits.next_deadline() == 100.0 + REPLICA_WAIT_MS
+    assert b.rm.replica_waits.expired(599.0) == []
+    # The follower was recorded when its fetch arrived: it is caught up, in sync.
+    assert b.rm.replicas[TP].follower_update_ms[1] == 100.0
+
+    step = b.rm.produce({TP: 2})
+    assert replica_wakes(step.outputs) == [WakeReplicaFetch(wait.key)]
+    assert b.rm.replica_waits.parked == {}  # answered once, whatever comes next
+    assert replica_wakes(b.rm.produce({TP: 1}).outputs) == []
+    b.at(130.0)
+    answer = b.rm.replica_fetch_collect(wait)
+    assert answer == {TP: ReplicaFetchAnswer(7, 4, 0, None)}  # the HW waits for its next fetch
+    assert b.rm.replica_waits.waits == {}
+    # Answering does not record the follower again (only a fetch's arrival does).
+    assert b.rm.replicas[TP].follower_update_ms[1] == 100.0
+    (pending,) = step.pending.values()
+    assert acks(b.follower_fetch(1, 7)) == [AckProduce(pending.waiter, True), AckProduce(3, True)]
+
+
+def test_a_parked_follower_fetch_runs_out_after_replica_fetch_wait_max_ms() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    wait = b.rm.replica_fetch(0.0, 1, {TP: 0}, REPLICA_WAIT_MS).wait
+    assert wait is not None
+    assert b.rm.replica_waits.expired(REPLICA_WAIT_MS - 1) == []
+    assert b.rm.replica_waits.expired(REPLICA_WAIT_MS) == [WakeReplicaFetch(wait.key)]
+    assert b.rm.replica_fetch_collect(wait) == {TP: ReplicaFetchAnswer(0, 0, 0, None)}
+    assert b.rm.replica_waits.parked == {} and b.rm.replica_waits.next_deadline() is None
+
+
+def test_an_hw_move_alone_does_not_answer_a_parked_follower_fetch() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1, 2))
+    b.rm.produce({TP: 5})
+    b.follower_fetch(2, 5)
+    wait = b.rm.replica_fetch(0.0, 2, {TP: 5}, REPLICA_WAIT_MS).wait
+    assert wait is not None
+    out = b.follower_fetch(1, 5)  # the HW moves to 5: follower 2 fetches up to the LEO
+    assert b.rm.replicas[TP].hw == 5 and replica_wakes(out) == []
+    assert b.rm.replica_waits.parked == {TP: {wait.key: None}}
+
+
+def test_a_parked_follower_fetch_is_answered_not_leader_when_the_leader_moves() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    other = (T, 1)
+    b.lead(other, isr=(0, 1))
+    wait = b.rm.replica_fetch(0.0, 1, {TP: 0, other: 0}, REPLICA_WAIT_MS).wait
+    assert wait is not None
+    # The controller makes broker 2 the leader of TP: the parked fetch answers at once.
+    got = b.rm.leader_and_isr(10.0, {TP: (2, 1, (2, 1), 1, 4)}, [0, 1, 2])
+    assert got.changes == {TP: "follow"}
+    assert replica_wakes(got.outputs) == [WakeReplicaFetch(wait.key)]
+    answer = b.rm.replica_fetch_collect(wait)
+    assert answer[TP].new_leo == NOT_LEADER and answer[other] == ReplicaFetchAnswer(0, 0, 0, None)
+    assert b.rm.replica_waits.parked == {}
+
+
+def test_two_parked_fetches_of_one_follower_are_answered_each() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    first = b.rm.replica_fetch(0.0, 1, {TP: 0}, REPLICA_WAIT_MS).wait
+    second = b.rm.replica_fetch(5.0, 1, {TP: 0}, REPLICA_WAIT_MS).wait  # its call timed out
+    assert first is not None and second is not None and first.key != second.key
+    wakes = replica_wakes(b.rm.produce({TP: 1}).outputs)
+    assert wakes == [WakeReplicaFetch(first.key), WakeReplicaFetch(second.key)]
+    assert b.rm.replica_fetch_collect(first) == b.rm.replica_fetch_collect(second)
+    b.rm.replica_waits.done(first)  # twice: nothing happens
+    assert b.rm.replica_waits.waits == {}
+
+
+def test_a_follower_fetches_each_leader_it_follows() -> None:
+    f = Broker(broker_id=1)
+    other = (T, 1)
+    f.rm.leader_and_isr(
+        0.0,
+        {TP: (0, 0, (0, 1), 0, 1), other: (2, 0, (2, 1), 0, 1)},
+        [0, 1, 2],
+        {TP: [0, 1], other: [2, 1]},
+    )
+    assert f.rm.followed_leaders() == [0, 2]
+    assert f.rm.replica_fetch_for(0) == {TP: 0} and f.rm.replica_fetch_for(2) == {other: 0}
+    assert f.rm.replica_fetch_for(1) == {}
+    # An answer with an error tells the fetcher to back off; a clean one does not.
+    assert f.rm.apply_replica_answer(0, {TP: ReplicaFetchAnswer(3, 1, 0, None)}) is False
+    assert f.rm.apply_replica_answer(2, {other: ReplicaFetchAnswer(-1, -1, -1, None)}) is True
+    # ... but not an error for a partition it no longer follows from that leader.
+    assert f.rm.apply_replica_answer(2, {TP: ReplicaFetchAnswer(-1, -1, -1, None)}) is False
+    assert f.rm.replica_fetch_for(0) == {TP: 3}
+    f.rm.leader_and_isr(1.0, {other: (0, 1, (0, 1), 0, 2)}, [0, 1, 2])
+    assert f.rm.followed_leaders() == [0] and f.rm.replica_fetch_for(2) == {}
+    assert f.rm.replica_fetch_for(0) == {TP: 3, other: 0}
+
+
 # -------------------------------------------------------- leader changes, fencing
 
 
@@ -456,6 +592,44 @@ def test_leading_an_offsets_partition_loads_its_groups_and_following_unloads_the
     got = b.rm.leader_and_isr(3.0, {otp: (1, 2, (1, 0), 0, 3)}, [0, 1])
     assert got.changes == {otp: "follow"}
     assert host.coordinators == {} and b.rm.offsets_replica[0] == {"g": {TP: 9}}
+
+
+class Committing(Recording):
+    """Accepts the commits of member ``m``, refuses the others'."""
+
+    def handle(
+        self, now_ms: float, request: GroupRequest, *, client_id: str = "consumer"
+    ) -> list[CoordinatorOutput]:
+        super().handle(now_ms, request, client_id=client_id)
+        if not isinstance(request, OffsetCommitRequest):
+            return []
+        if request.member_id != "m":
+            return [OffsetCommitResponse(request.corr, Errors.UNKNOWN_MEMBER_ID)]
+        self.committed.update(request.offsets)
+        return [OffsetCommitResponse(request.corr, accepted_ms=now_ms)]
+
+
+def test_an_accepted_commit_is_appended_and_wakes_the_followers_parked_fetch() -> None:
+    coord = Committing(None)
+    host = CoordinatorHost(0, {0: 0}, lambda g, _c: coord, _silent)
+    b = Broker(coordinators=host)
+    otp = (OFFSETS_TOPIC, 0)
+    b.lead(otp, isr=(0, 1))
+    wait = b.rm.replica_fetch(0.0, 1, {otp: 0}, REPLICA_WAIT_MS).wait
+    assert wait is not None  # nothing committed yet: parked
+    answers, out = b.rm.group_exchange(
+        1.0, "h", [OffsetCommitRequest(1, "g", member_id="x", offsets={TP: 5})]
+    )
+    assert answers[0].error is Errors.UNKNOWN_MEMBER_ID and out == []  # refused: no record
+    answers, out = b.rm.group_exchange(
+        2.0, "h", [OffsetCommitRequest(2, "g", member_id="m", offsets={TP: 5})]
+    )
+    assert answers[0].error is Errors.NONE
+    assert replica_wakes(out) == [WakeReplicaFetch(wait.key)]
+    assert b.rm.replicas[otp].leo == 1 and b.rm.replicas[otp].waiters == []
+    answer = b.rm.replica_fetch_collect(wait)
+    assert answer[otp].new_leo == 1 and answer[otp].offsets == {"g": {TP: 5}}
+    assert host.take_commits() == {}  # taken by the broker
 
 
 def test_a_grown_topic_reaches_the_coordinators_that_take_it() -> None:

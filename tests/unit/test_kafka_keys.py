@@ -200,6 +200,7 @@ def test_broker_and_fetch_settings(protocol: str) -> None:
         replica_fetch_max_bytes=1048576,
         replica_lag_time_max_ms=2500,
         replica_lag_max_messages=4000,
+        replica_fetch_wait_max_ms=500,
         zookeeper_session_timeout_ms=6000,
         auto_leader_rebalance_enable=True,
         leader_imbalance_per_broker_percentage=10,

@@ -258,6 +258,7 @@ class TestKafkaConfig:
             "unclean.leader.election.enable": True,
             "replica.lag.time.max.ms": 10000,
             "replica.lag.max.messages": 4000,
+            "replica.fetch.wait.max.ms": 500,
             "controller.socket.timeout.ms": 30000,
             "controlled.shutdown.enable": True,
             "controlled.shutdown.max.retries": 3,
@@ -591,6 +592,16 @@ ERROR_CASES: list[tuple[str, str, str]] = [
         TOPIC + '[kafka]\n"heartbeat.interval.ms" = 45000\n',
         '[kafka]."heartbeat.interval.ms"',
         "heartbeat.interval.ms (45000) < session.timeout.ms (45000)",
+    ),
+    (
+        TOPIC + '[kafka]\n"replica.lag.time.max.ms" = 400\n',
+        '[kafka]."replica.lag.time.max.ms"',
+        "replica.fetch.wait.max.ms (500) <= replica.lag.time.max.ms (400)",
+    ),
+    (
+        TOPIC + '[kafka]\n"replica.fetch.wait.max.ms" = 0\n',
+        '[kafka]."replica.fetch.wait.max.ms"',
+        ">= 1, got 0",
     ),
     (
         TOPIC + '[kafka]\n"group.consumer.session.timeout.ms" = 30000\n',
