@@ -40,7 +40,8 @@ from __future__ import annotations
 import bisect
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from emulator.broker.messages import EMPTY_OFFSETS_SNAPSHOT, GroupOffsets, OffsetsSnapshot
@@ -58,6 +59,8 @@ from emulator.modern.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     SyncGroupRequest,
     TopicPartition,
 )
@@ -134,6 +137,10 @@ class CoordinatorHost:
         # Offsets partition -> group -> committed offsets, loaded on becoming its
         # leader and not yet handed to a coordinator.
         self._loaded: dict[int, GroupOffsets] = {}
+        #: The broker's metadata cache (partition -> leader), set by its
+        #: replica manager: an OffsetCommit for a partition missing from it is
+        #: answered UNKNOWN_TOPIC_OR_PARTITION. ``None``: no check.
+        self.metadata: Mapping[TopicPartition, int] | None = None
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
@@ -176,6 +183,23 @@ class CoordinatorHost:
             if self.partition_for(g) != partition:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
+
+    def partitions_deleted(self, now_ms: float, partitions: Sequence[TopicPartition]) -> None:
+        """``groupCoordinator.onPartitionsDeleted``: every group here loses their offsets.
+
+        K@3.9 ``KafkaApis.handleUpdateMetadataRequest`` (390-393) calls it with
+        the partitions an UpdateMetadata removed from the metadata cache; the
+        offsets are tombstoned in every group the broker coordinates
+        (:meth:`emulator.modern.coordinator.GroupCoordinator.delete_offsets`),
+        including groups loaded and not yet asked for.
+        """
+        self._now_ms = now_ms
+        for coord in self.coordinators.values():
+            coord.delete_offsets(now_ms, partitions)
+        for groups in self._loaded.values():
+            for offsets in groups.values():
+                for tp in partitions:
+                    offsets.pop(tp, None)
 
     def partitions_with_groups(self) -> set[int]:
         """The ``__consumer_offsets`` partitions whose :meth:`offsets_snapshot` is not empty.
@@ -240,12 +264,46 @@ class CoordinatorHost:
             coord = self.coordinators.get(req.group_id)
             if coord is None:
                 coord = self._create(req.group_id)
+            if isinstance(req, OffsetCommitRequest) and self.metadata is not None:
+                self._offset_commit(now_ms, coord, req, self.metadata)
+                continue
             if isinstance(req, JoinGroupRequest) and req.client_id:
                 # The request header's client.id: new member ids are "<client.id>-<uuid>".
                 self._dispatch(coord.handle(now_ms, req, client_id=req.client_id))
             else:
                 self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
+
+    def _offset_commit(
+        self,
+        now_ms: float,
+        coord: GroupCoordinator,
+        req: OffsetCommitRequest,
+        metadata: Mapping[TopicPartition, int],
+    ) -> None:
+        """``KafkaApis.handleOffsetCommitRequest``: unknown partitions fail, the rest are stored.
+
+        K@3.9 ``KafkaApis.scala`` 470-500: a partition missing from the metadata
+        cache gets UNKNOWN_TOPIC_OR_PARTITION in the response, and the others
+        go to the coordinator (none left: the coordinator is not asked). The
+        0.8.2.2 broker did the same for its ZooKeeper-stored commits
+        (``KafkaApis.ensureTopicExists``, 88 and 109-112).
+        """
+        missing = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        unknown = {tp: missing for tp in req.offsets if tp not in metadata}
+        if not unknown:
+            self._dispatch(coord.handle(now_ms, req))
+            return
+        known = {tp: o for tp, o in req.offsets.items() if tp not in unknown}
+        if not known:
+            self._deliver(OffsetCommitResponse(req.corr, missing, partition_errors=unknown))
+            return
+        outputs: list[CoordinatorOutput] = []
+        for out in coord.handle(now_ms, replace(req, offsets=known)):
+            if isinstance(out, OffsetCommitResponse) and out.corr == req.corr:
+                out = replace(out, partition_errors={**out.partition_errors, **unknown})
+            outputs.append(out)
+        self._dispatch(outputs)
 
     def _heartbeat_seen(
         self,

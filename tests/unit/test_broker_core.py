@@ -17,6 +17,7 @@ from emulator.broker.coordinators import CoordinatorHost
 from emulator.broker.isr import IsrWrite, WriteResult
 from emulator.broker.messages import (
     NOT_LEADER,
+    UNKNOWN_TOPIC_OR_PARTITION,
     AckProduce,
     BrokerOutput,
     ExpandIsr,
@@ -129,12 +130,13 @@ def test_the_hw_never_goes_backwards() -> None:
     assert b.rm.replicas[TP].hw == 8
 
 
-def test_a_produce_to_a_follower_or_an_unknown_partition_is_not_leader() -> None:
+def test_a_produce_to_a_follower_is_not_leader_and_to_an_unknown_partition_unknown() -> None:
     b = Broker(broker_id=1)
     b.rm.leader_and_isr(0.0, {TP: (0, 0, (0, 1), 0, 1)}, [0, 1], {TP: [0, 1]})
     step = b.rm.produce({TP: 5, ("other", 0): 5})
     assert step.pending == {}
-    assert step.answers == {TP: (NOT_LEADER, NOT_LEADER), ("other", 0): (NOT_LEADER, NOT_LEADER)}
+    unknown = (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION)
+    assert step.answers == {TP: (NOT_LEADER, NOT_LEADER), ("other", 0): unknown}
 
 
 def test_a_timed_out_produce_is_no_longer_acked() -> None:
