@@ -9,7 +9,7 @@ leader changes and fencing, and the hosting of group coordinators.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import pytest
 
@@ -423,6 +423,10 @@ class Recording(GroupCoordinator):
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         return dict(self.committed)
+
+    def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.committed.pop(tp, None)
 
 
 class Growing(Recording):
