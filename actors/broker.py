@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actors.context import RunContext, process_usage
@@ -136,7 +138,9 @@ class BrokerCore(Locatable):
                 )
         self.manager = ReplicaManager(
             broker_id,
-            BrokerConfig.from_settings(ctx.settings.broker),
+            BrokerConfig.from_settings(
+                ctx.settings.broker, fetch_checks_metadata=ctx.protocol != "zookeeper"
+            ),
             partitions,
             ctx.leaders,
             self.events.emit,
@@ -160,7 +164,8 @@ class BrokerCore(Locatable):
         self._bg: set[asyncio.Task[None]] = set()
         self._fetchers: dict[int, asyncio.Task[None]] = {}  # leader -> its replica fetcher
         self._followers_changed = asyncio.Event()  # the replicas this broker follows changed
-        self._push_queue: asyncio.Queue[tuple[dict[TopicPartition, LeaderIsr], str]] | None = None
+        self._push_queue: asyncio.Queue[_Push] | None = None
+        self.auto_created = 0  # topics this broker created for a metadata request
 
     @property
     def coordinators(self) -> CoordinatorHost | None:
@@ -275,6 +280,7 @@ class BrokerCore(Locatable):
 
         topics = await ZkUtils(zk).children_maybe(BROKER_TOPICS_PATH)
         self.manager.live_brokers = await live_brokers(zk)
+        self.manager.keep_topics(set(topics))  # topics deleted since the run began go
         now = self.clock.now_ms()
         for topic in sorted(topics):
             assignment = await read_topic_assignment(zk, topic)
@@ -318,6 +324,8 @@ class BrokerCore(Locatable):
             self.on_leader_and_isr,
             self.events.emit,
             now_ms=self.io.wall_ms,
+            on_topic_deletion=self.on_topic_deletion,
+            stop_replicas=self.stop_replicas,
         )
         await self.controller.start()
 
@@ -326,7 +334,8 @@ class BrokerCore(Locatable):
 
         Kafka's defaults come from the key registry (:mod:`emulator.kafka_keys`):
         ``unclean.leader.election.enable`` true for the ``zookeeper`` protocol
-        (0.8.2) and false for the modern ones (Kafka >= 0.11, KIP-106). The
+        (0.8.2) and false for the modern ones (Kafka >= 0.11, KIP-106);
+        ``delete.topic.enable`` false before 1.0 and true from it (KIP-162). The
         controller waits Kafka's fixed 5 s before its first leader-balance check.
         """
         from zk_registry.controller import ControllerConfig
@@ -343,6 +352,7 @@ class BrokerCore(Locatable):
             zk_session_timeout_s=self.ctx.scaled_s(b.zookeeper_session_timeout_ms),
             replica_lag_time_max_ms=int(self.manager.config.lag_time_max_ms),
             replica_lag_max_messages=self.manager.config.lag_max_messages,
+            delete_topic_enable=b.delete_topic_enable,
         )
 
     async def stop_controller(self) -> None:
@@ -652,12 +662,82 @@ class BrokerCore(Locatable):
     def update_metadata(
         self, leaders: Mapping[TopicPartition, int], live_brokers: list[int]
     ) -> None:
-        """``UpdateMetadataRequest``: changed leader map entries and the live brokers."""
-        self.manager.update_metadata(self.clock.now_ms(), leaders, live_brokers)
+        """``UpdateMetadataRequest``: changed leader map entries and the live brokers.
 
-    def metadata(self) -> dict[TopicPartition, int]:
-        """``TopicMetadataRequest``: partition -> leader broker id (-1: none)."""
+        A leader of -2 (``LeaderDuringDelete``) removes the partition (a topic
+        being deleted): see :meth:`ReplicaManager.update_metadata`.
+        """
+        self._apply(self.manager.update_metadata(self.clock.now_ms(), leaders, live_brokers))
+
+    def stop_replica(self, partitions: list[TopicPartition]) -> bool:
+        """``StopReplicaRequest`` with delete=true: drop these replicas and their logs.
+
+        Returns ``True`` (no error), as the controller's callback reads it.
+        """
+        self._apply(self.manager.stop_replica(partitions))
+        return True
+
+    async def metadata(
+        self, topics: list[str] | None = None, allow_auto_create: bool = False
+    ) -> dict[TopicPartition, int]:
+        """``TopicMetadataRequest``: partition -> leader broker id (-1: none).
+
+        The whole metadata cache, as the emulator's clients read it. ``topics``
+        are the topics the client asks about by name: with
+        ``allow_auto_create`` (the client's side: the 0.8 clients always, the
+        modern ones ``allow.auto.create.topics`` for names they subscribe to or
+        produce to) and the broker's ``auto.create.topics.enable``, one missing
+        from the metadata cache is created with ``num.partitions`` and
+        ``default.replication.factor`` through ``AdminUtils.createTopic``
+        (K@0.8.2.2 ``KafkaApis.getTopicMetadata`` 499-529; K@3.9
+        ``KafkaApis.scala`` 1392 and ``AutoTopicCreationManager``), and is
+        absent from this answer (Kafka answers LEADER_NOT_AVAILABLE): the
+        controller's ``topic_created`` says ``reason=auto``. A topic still
+        being deleted (its znode not gone yet) is not created again
+        (TopicExistsException, swallowed).
+        """
+        if topics and allow_auto_create:
+            await self._auto_create(topics)
         return self.manager.metadata()
+
+    async def _auto_create(self, topics: list[str]) -> None:
+        from emulator.placement import AdminOperationError
+        from zk_registry.brokers import create_topic
+
+        b = self.ctx.settings.broker
+        zk = self._zk
+        if not b.auto_create_topics_enable or zk is None:
+            return
+        known = {t for t, _ in self.manager.leaders}
+        for topic in sorted(set(topics) - known):
+            if topic == OFFSETS_TOPIC:
+                continue
+            rng = random.Random(
+                f"{self.ctx.seed}/auto/{topic}/{self.broker_id}/{self.auto_created}"
+            )
+            try:
+                await create_topic(
+                    zk, topic, b.num_partitions, b.default_replication_factor, rng, reason="auto"
+                )
+            except AdminOperationError as exc:
+                self.events.emit(
+                    EventKind.REQUEST_ERROR,
+                    reason="INVALID_REPLICATION_FACTOR",
+                    topic=topic,
+                    broker=self.broker_id,
+                    detail=f"auto-create: {exc}",
+                )
+                continue
+            except Exception as exc:  # ZooKeeper trouble: the client asks again later
+                self.events.emit(
+                    EventKind.REQUEST_ERROR,
+                    reason="LEADER_NOT_AVAILABLE",
+                    topic=topic,
+                    broker=self.broker_id,
+                    detail=f"auto-create: {type(exc).__name__}",
+                )
+                continue
+            self.auto_created += 1
 
     def replica_state(self) -> dict[TopicPartition, dict[str, object]]:
         """Each replica's role and log (tests and the live display)."""
@@ -678,12 +758,78 @@ class BrokerCore(Locatable):
             return
         self._push_queue.put_nowait((dict(changes), reason))
 
+    def on_topic_deletion(self, partitions: list[TopicPartition]) -> None:
+        """The controller's deletion callback: UpdateMetadata with leader -2 to every live broker.
+
+        Queued behind the pushes already waiting, as the controller's requests
+        to one broker go in order.
+        """
+        if self._push_queue is not None:
+            self._push_queue.put_nowait(_DeletingPush(list(partitions)))
+
+    async def stop_replicas(self, broker: int, partitions: list[TopicPartition]) -> bool:
+        """The controller's StopReplica (delete=true) to ``broker``; whether it succeeded."""
+        if self._push_queue is None:
+            return False
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._push_queue.put_nowait(_StopPush(broker, list(partitions), done))
+        return await done
+
     async def _push_loop(self) -> None:
         assert self._push_queue is not None
         while True:
-            changes, reason = await self._push_queue.get()
+            item = await self._push_queue.get()
+            if isinstance(item, _StopPush):
+                ok = False
+                try:
+                    ok = await self._stop_replica_at(item.broker, item.partitions)
+                finally:
+                    if not item.done.done():
+                        item.done.set_result(ok)
+                continue
             with contextlib.suppress(Exception):
-                await self._push(changes, reason)
+                if isinstance(item, _DeletingPush):
+                    await self._push_deleting(item.partitions)
+                else:
+                    await self._push(*item)
+
+    async def _push_deleting(self, partitions: list[TopicPartition]) -> None:
+        from emulator.controller import LEADER_DURING_DELETE
+        from zk_registry.brokers import live_brokers
+
+        if self._zk is None or not partitions:
+            return
+        live = await live_brokers(self._zk)
+        leaders = dict.fromkeys(partitions, LEADER_DURING_DELETE)
+        calls: list[tuple[int, Any]] = []
+        for b in live:
+            if b == self.broker_id:
+                self.update_metadata(leaders, live)
+                continue
+            h = self.peers.handle(b)
+            if h is not None:
+                calls.append((b, h.update_metadata.remote(leaders, live)))
+        for b, ref in calls:
+            try:
+                await asyncio.wait_for(_await(ref), REPLICA_CALL_TIMEOUT_S)
+            except Exception:
+                self.peers.failed(b)
+
+    async def _stop_replica_at(self, broker: int, partitions: list[TopicPartition]) -> bool:
+        if broker == self.broker_id:
+            return self.stop_replica(partitions)
+        h = self.peers.handle(broker)
+        if h is None:
+            return False
+        try:
+            return bool(
+                await asyncio.wait_for(
+                    _await(h.stop_replica.remote(partitions)), REPLICA_CALL_TIMEOUT_S
+                )
+            )
+        except Exception:
+            self.peers.failed(broker)
+            return False
 
     async def _push(self, changes: dict[TopicPartition, LeaderIsr], reason: str) -> None:
         from zk_registry.brokers import live_brokers, read_topic_assignment
@@ -738,6 +884,26 @@ class BrokerCore(Locatable):
             "coordinator": None if self.coordinators is None else self.coordinators.stats(),
             **process_usage(),
         }
+
+
+@dataclass(frozen=True)
+class _DeletingPush:
+    """UpdateMetadata with leader -2 for a topic being deleted, to every live broker."""
+
+    partitions: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class _StopPush:
+    """StopReplica (delete=true) to one broker; ``done`` gets whether it succeeded."""
+
+    broker: int
+    partitions: list[TopicPartition]
+    done: asyncio.Future[bool]
+
+
+_Push = tuple[dict[TopicPartition, LeaderIsr], str] | _DeletingPush | _StopPush
+"""What the controller's push loop sends, in order."""
 
 
 async def _await(ref: Any) -> Any:

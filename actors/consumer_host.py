@@ -66,7 +66,12 @@ class ConsumerHostCore(Locatable):
         self.brokers = brokers
         self.io: ActorIO = io if io is not None else RealIO()
         # Partition leaders and broker handles (shares and refreshes self.brokers).
-        self.leader_cache = LeaderCache(ctx, self.brokers, io=self.io)
+        self.leader_cache = LeaderCache(
+            ctx,
+            self.brokers,
+            io=self.io,
+            auto_create_topics=ctx.settings.fetch.allow_auto_create_topics,
+        )
         self.clock = ctx.clock()
         self.events = ctx.writer(
             f"host-{index}", self.clock, node=self.io.hostname(), tap=self.io.tap

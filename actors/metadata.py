@@ -52,6 +52,15 @@ class LeaderCache(LeaderMap):
             (``refresh.leader.backoff.ms``, 200 in 0.8.2).
         io: where a broker's handle is looked up again by name (default:
             :class:`~actors.io.RealIO`, Ray's named actors).
+        auto_create_topics: a refresh names the topics asked about that the
+            last answer lacked, allowing the broker to create them
+            (``auto.create.topics.enable``): the 0.8 clients'
+            ``ClientUtils.fetchTopicMetadata`` (the consumer's ``LeaderFinderThread``,
+            the producer's ``BrokerPartitionInfo.updateInfo``), the modern
+            producer and a Java consumer of named topics with
+            ``allow.auto.create.topics``. A client that asks for all topics (a
+            classic pattern subscription) or by topic id (KIP-848 RE2/J) passes
+            false: set :attr:`auto_create_topics` so.
     """
 
     def __init__(
@@ -61,6 +70,7 @@ class LeaderCache(LeaderMap):
         backoff_ms: float = 200.0,
         *,
         io: ActorIO | None = None,
+        auto_create_topics: bool = False,
     ) -> None:
         # Floor (emulator bound): a small time_scale must not turn a failover into
         # a storm of metadata calls.
@@ -70,6 +80,7 @@ class LeaderCache(LeaderMap):
         self.ctx = ctx
         self.io: ActorIO = io if io is not None else RealIO()
         self.brokers = brokers
+        self.auto_create_topics = auto_create_topics
         self._refreshing: asyncio.Task[None] | None = None
         self._last_lookup: dict[int, float] = {}
 
@@ -101,15 +112,22 @@ class LeaderCache(LeaderMap):
         self._refreshing = asyncio.ensure_future(self._refresh_task())
 
     async def refresh(self) -> bool:
-        """Ask live brokers, one at a time, for the leader map; ``True`` if one answered."""
+        """Ask live brokers, one at a time, for the leader map; ``True`` if one answered.
+
+        With :attr:`auto_create_topics`, the topics asked about that the last
+        answer lacked are named (the broker may create them, K@0.8.2.2
+        ``KafkaApis.getTopicMetadata`` 499-529).
+        """
+        wanted = self.take_wanted()
+        if not self.auto_create_topics:
+            wanted = []
         for b in self.begin_refresh(asyncio.get_running_loop().time(), self.brokers):
             h = self.handle(b)
             if h is None:
                 continue
             try:
-                answer = await asyncio.wait_for(
-                    _await_ref(h.metadata.remote()), METADATA_CALL_TIMEOUT_S
-                )
+                ref = h.metadata.remote(wanted, True) if wanted else h.metadata.remote()
+                answer = await asyncio.wait_for(_await_ref(ref), METADATA_CALL_TIMEOUT_S)
             except Exception:
                 self.unanswered(b)
                 continue

@@ -20,11 +20,11 @@ import socket
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from actors import timeline
 from actors.context import RunContext
@@ -51,6 +51,8 @@ from emulator.scenario import Scenario
 from emulator.sim.monitor import StopSimulation
 from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
+
+_T = TypeVar("_T")
 
 BASE_BROKER_PORT = 9092
 TEARDOWN_S = 120.0
@@ -562,6 +564,70 @@ class ProtocolRun:
         if self.producer is not None:
             calls.append(self.producer.update_partitions.remote(topic, total))
         self.system.get(calls, 120)
+
+    def _admin(self, step: Callable[[Any], Awaitable[_T]]) -> _T:
+        """Run one admin step on a ZooKeeper session of its own (as the admin tool does)."""
+
+        async def go() -> _T:
+            zk = self.system.zk_client(
+                ",".join(self.zk_hosts), 10.0, chroot=self._chroot(), auth=self.zk_auth
+            )
+            await zk.start_async()
+            try:
+                return await step(zk)
+            finally:
+                await zk.stop_async()
+
+        result: _T = self.system.run(go)
+        return result
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """``kafka-topics.sh --create`` (``AdminUtils.createTopic`` over the live brokers).
+
+        The controller's TopicChangeListener brings the partitions online and
+        logs ``topic_created`` (reason ``timeline``); the consumer hosts and the
+        producer are told the count as for :meth:`add_partitions` (members learn
+        it at their next metadata refresh). A placement error (more replicas
+        than live brokers) is a note, as the tool's error message.
+        """
+        from emulator.placement import AdminOperationError
+        from zk_registry.brokers import create_topic, read_topic_assignment
+
+        rng = random.Random(f"{self.scenario.seed}/create/{topic}")
+
+        async def step(zk: Any) -> bool:
+            if await read_topic_assignment(zk, topic) is not None:
+                return False  # TopicExistsException (e.g. a deletion not carried out)
+            await create_topic(zk, topic, partitions, replication_factor, rng, reason="timeline")
+            return True
+
+        try:
+            created: bool = self._admin(step)
+        except AdminOperationError as exc:
+            self.notes.append(f"create_topic {topic}: {exc}")
+            return
+        if not created:
+            self.notes.append(f'create_topic {topic}: Topic "{topic}" already exists.')
+            return
+        calls = [
+            self.hosts[h].update_partitions.remote(topic, partitions)
+            for h in range(len(self.hosts))
+            if h not in self.dead_hosts
+        ]
+        if self.producer is not None:
+            calls.append(self.producer.update_partitions.remote(topic, partitions))
+        self.system.get(calls, 120)
+
+    def delete_topic(self, topic: str) -> bool:
+        """``kafka-topics.sh --delete``: the marker ``/admin/delete_topics/<topic>``.
+
+        What follows is the controller's (``delete.topic.enable``). Returns
+        whether the marker was written (``False``: already marked).
+        """
+        from zk_registry.topics import request_topic_deletion
+
+        marked: bool = self._admin(lambda zk: request_topic_deletion(zk, topic))
+        return marked
 
     def join(self, names: Sequence[str], launch: Launch, at_s: float) -> None:
         """Start members on their hosts (one call per host)."""

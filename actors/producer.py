@@ -9,7 +9,20 @@ partitions), ``key-hash`` (Kafka 0.8 ``DefaultPartitioner``:
 
 Every produce is ``acks=all`` (the broker answers once the high watermark
 covers the batch, :meth:`actors.broker.BrokerCore.produce`); PRODUCED is
-written only for acknowledged batches. Leaders come from a
+written only for acknowledged batches.
+
+A topic that is deleted (gone from the metadata, or answered
+UNKNOWN_TOPIC_OR_PARTITION) is not produced to: the messages due for it, and
+those waiting for it, are dropped and counted (a Java producer's ``send``
+fails once ``max.block.ms`` passes without the topic in its metadata; the 0.8
+producer gives up after ``message.send.max.retries``), with a
+``request_error`` UNKNOWN_TOPIC_OR_PARTITION when it goes and one with the
+count when it comes back (or the producer stops). Its metadata requests name
+the topic (both producers allow auto-creation), so with the brokers'
+``auto.create.topics.enable`` the topic comes back with ``num.partitions``
+partitions, whose count the producer takes from the metadata. The producer
+produces to the ``[producer].topics`` only: a topic created later is not
+added. Leaders come from a
 :class:`~actors.metadata.LeaderCache`: a batch answered NotLeader or
 RequestTimedOut, or sent to a broker that does not answer, goes back to the
 backlog and is sent again (the messages are counts, so a retry is the same
@@ -30,6 +43,7 @@ from actors.context import RunContext
 from actors.io import ActorIO, RealIO
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
+from emulator.broker.messages import UNKNOWN_TOPIC_OR_PARTITION
 from emulator.events import EventKind
 from emulator.javahash import java_string_hashcode
 
@@ -93,7 +107,9 @@ class ProducerCore(Locatable):
         self.produced = 0
         self.failed = 0
         self.retried = 0
-        self.leader_cache = LeaderCache(ctx, self.brokers, io=self.io)
+        self.dropped = 0  # messages for a deleted topic, never sent
+        self._gone: dict[str, int] = {}  # deleted topic -> messages dropped since it went
+        self.leader_cache = LeaderCache(ctx, self.brokers, io=self.io, auto_create_topics=True)
         self._inflight: set[int] = set()
         self._sends: set[asyncio.Task[None]] = set()
 
@@ -125,10 +141,18 @@ class ProducerCore(Locatable):
         """
         n = self._due(self.clock.now_ms())
         names = sorted(self.topics)
+        self._follow_deletions(names)
+        gone = self._gone
         for _ in range(n):
             topic = names[self._topic_cycle % len(names)]
             self._topic_cycle += 1
+            if topic in gone:
+                gone[topic] += 1
+                self.dropped += 1
+                continue
             self._backlog[(topic, self._partition_for(topic))] += 1
+        for topic in gone:
+            self.leader_cache.leader((topic, 0))  # unknown: the refresh asks for it by name
         self.leader_cache.maybe_refresh()
         if not self._backlog:
             return 0
@@ -151,6 +175,48 @@ class ProducerCore(Locatable):
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
         return sent
+
+    def _follow_deletions(self, names: list[str]) -> None:
+        """Topics that left the metadata (deleted) or came back (created again)."""
+        cache = self.leader_cache
+        for topic in names:
+            if topic in cache.absent:
+                if topic not in self._gone:
+                    self._topic_gone(topic, "not in the metadata")
+            elif topic in self._gone:
+                count = cache.topic_partitions(topic)
+                if count is not None:
+                    self._topic_back(topic, count)
+
+    def _topic_gone(self, topic: str, why: str) -> None:
+        """Stop producing to ``topic``: what waits for it is dropped."""
+        waiting = [tp for tp in self._backlog if tp[0] == topic]
+        dropped = sum(self._backlog.pop(tp) for tp in waiting)
+        self._gone[topic] = dropped
+        self.dropped += dropped
+        self.events.emit(
+            EventKind.REQUEST_ERROR,
+            reason="UNKNOWN_TOPIC_OR_PARTITION",
+            topic=topic,
+            count=dropped,
+            detail=f"produce: {topic} {why}: its messages are dropped until it is back",
+        )
+
+    def _topic_back(self, topic: str, partitions: int) -> None:
+        """``topic`` is in the metadata again (created again): produce to its partitions."""
+        dropped = self._gone.pop(topic)
+        self.topics[topic] = partitions
+        self._rr[topic] = 0
+        self._dropped_event(topic, dropped, "it is back")
+
+    def _dropped_event(self, topic: str, dropped: int, when: str) -> None:
+        self.events.emit(
+            EventKind.REQUEST_ERROR,
+            reason="UNKNOWN_TOPIC_OR_PARTITION",
+            topic=topic,
+            count=dropped,
+            detail=f"produce: {dropped} messages for {topic} dropped while it was gone ({when})",
+        )
 
     def _requeue(self, batch: dict[TopicPartition, int]) -> None:
         for tp, n in batch.items():
@@ -180,6 +246,20 @@ class ProducerCore(Locatable):
                 return
             for (topic, partition), (start, end) in result.items():
                 tp = (topic, partition)
+                if start == UNKNOWN_TOPIC_OR_PARTITION:
+                    self.leader_cache.not_leader(tp)
+                    n = batch[tp]
+                    self.dropped += n
+                    self.events.emit(
+                        EventKind.REQUEST_ERROR,
+                        reason="UNKNOWN_TOPIC_OR_PARTITION",
+                        topic=topic,
+                        partition=partition,
+                        broker=b,
+                        count=n,
+                        detail="produce: the batch is dropped",
+                    )
+                    continue
                 if start < 0:
                     self.leader_cache.not_leader(tp)
                     self._requeue({tp: batch[tp]})
@@ -219,13 +299,16 @@ class ProducerCore(Locatable):
             self._task = None
         if self._sends:  # let the batches in flight be answered (acks, bounded)
             await asyncio.wait(list(self._sends), timeout=30.0)
+        for topic, dropped in sorted(self._gone.items()):
+            if not self.events.closed:
+                self._dropped_event(topic, dropped, "the producer stopped")
         if not self.events.closed:
             self.events.close()
-        return {"produced": self.produced, "failed": self.failed}
+        return {"produced": self.produced, "failed": self.failed, "dropped": self.dropped}
 
     async def stats(self) -> dict[str, int]:
         """Counts for the live display."""
-        return {"produced": self.produced, "failed": self.failed}
+        return {"produced": self.produced, "failed": self.failed, "dropped": self.dropped}
 
     def set_origin(self, origin_wall: float) -> None:
         """Fix the run's emulated time 0 (called once every actor is up).

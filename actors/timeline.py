@@ -15,6 +15,13 @@ An action the plan knows and no handler carries out is never dropped
 silently: the run's notes say so. :data:`NOT_CARRIED_OUT` are the planned
 actions this orchestrator does not carry out yet: skipped like what does not
 apply, with a note and an ``ACTION_APPLIED`` event in state ``skipped``.
+
+``create_topic`` and ``delete_topic`` are the admin tool's steps
+(``kafka-topics.sh --create`` / ``--delete``, K@0.8.2.2 ``admin/TopicCommand.scala``);
+the brokers' controller does the rest (:mod:`zk_registry.controller`). With
+``delete.topic.enable`` off the tool's own note is what happens ("This will have
+no impact if delete.topic.enable is not set to true"): the orchestrator logs
+``topic_deletion_requested`` in state ``ignored`` and the marker stays.
 """
 
 from __future__ import annotations
@@ -79,12 +86,15 @@ class ProtocolRun(Protocol):
 
     def add_partitions(self, topic: str, total: int) -> None: ...
 
+    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None: ...
+
+    def delete_topic(self, topic: str) -> bool: ...
+
 
 Handler = Callable[[ProtocolRun, PlannedAction, Launch, EventWriter], None]
 
-NOT_CARRIED_OUT: Final = frozenset({"create_topic", "delete_topic"})
-"""Planned actions the scenario accepts and the cluster does not carry out yet (issue 19:
-the brokers' topic creation and deletion come with the cluster's side of it)."""
+NOT_CARRIED_OUT: Final[frozenset[str]] = frozenset()
+"""Planned actions the scenario accepts and the cluster does not carry out yet (none)."""
 
 HOST_RECORDED: Final = frozenset(
     {"join", "leave", "crash", "pause", "slow", "network_partition", "restart", "subscribe"}
@@ -206,6 +216,26 @@ def _per_host(call: Callable[[Any, list[str], PlannedAction], Any]) -> Handler:
     return handle
 
 
+def _delete_topic(run: ProtocolRun, a: PlannedAction, _launch: Launch, log: EventWriter) -> None:
+    """``kafka-topics.sh --delete``: the marker; with ``delete.topic.enable`` off, nothing more."""
+    topic = _given(a.topic)
+    marked = run.delete_topic(topic)
+    if not run.scenario.broker_settings(run.protocol).delete_topic_enable:
+        _note(
+            run,
+            f"delete_topic {topic}: delete.topic.enable is false (the 0.8.2.2 default): the "
+            "marker /admin/delete_topics/<topic> stays and the topic is not deleted",
+        )
+        log.emit(
+            EventKind.TOPIC_DELETION_REQUESTED,
+            topic=topic,
+            state="ignored",
+            reason="marker" if marked else "already_marked",
+            detail="delete.topic.enable is false",
+            group=run.scenario.group.id,
+        )
+
+
 def _broker_crash(run: ProtocolRun, a: PlannedAction, _launch: Launch, log: EventWriter) -> None:
     log.emit(EventKind.BROKER_CRASHED, broker=a.broker)
     run.crash_broker(_given(a.broker))
@@ -238,5 +268,9 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "add_partitions": lambda run, a, _l, _g: run.add_partitions(
         _given(a.topic), _given(a.partitions)
     ),
+    "create_topic": lambda run, a, _l, _g: run.create_topic(
+        _given(a.topic), _given(a.partitions), _given(a.replication_factor)
+    ),
+    "delete_topic": _delete_topic,
 }
 """Planned action -> what the orchestrator does for it."""

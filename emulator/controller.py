@@ -40,6 +40,7 @@ from typing import Final, Literal
 __all__ = [
     "DEFAULT_REPLICA_LAG_MAX_MESSAGES",
     "DEFAULT_REPLICA_LAG_TIME_MAX_MS",
+    "LEADER_DURING_DELETE",
     "NO_LEADER",
     "LeaderIsr",
     "OfflineReason",
@@ -58,6 +59,11 @@ TopicPartition = tuple[str, int]
 
 #: ``LeaderAndIsr.NoLeader``: the leader field of a partition without a leader.
 NO_LEADER: Final = -1
+#: ``LeaderAndIsr.LeaderDuringDelete``: the leader an UpdateMetadata gives the
+#: partitions of a topic being deleted; a broker drops them from its metadata
+#: cache (K@0.8.2.2 ``api/LeaderAndIsrRequest.scala`` 36, ``server/MetadataCache.scala``
+#: 113-134; K@3.9 ``ZkMetadataCache.scala`` 556-596).
+LEADER_DURING_DELETE: Final = -2
 #: ``replica.lag.time.max.ms`` default in 0.8.2.2 (``KafkaConfig``).
 DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 10000
 #: ``replica.lag.max.messages`` default in 0.8.2.2 (``KafkaConfig``).

@@ -51,6 +51,7 @@ from zk_registry.layout import (
     topic_config_path,
     topic_path,
 )
+from zk_registry.topics import note_creation
 
 __all__ = [
     "BrokerAlreadyRegisteredError",
@@ -184,6 +185,7 @@ async def create_topic(
     config: Mapping[str, str] | None = None,
     broker_ids: Sequence[int] | None = None,
     tally: ZkOpCounter | None = None,
+    reason: str | None = None,
 ) -> dict[int, list[int]]:
     """``AdminUtils.createTopic`` (K@0.8.2.2), idempotent.
 
@@ -192,6 +194,12 @@ async def create_topic(
     ``exists`` check on ``/brokers/topics/<t>``, ``writeTopicConfig``
     (``updatePersistentPath /config/topics/<t>``), and ``createPersistentPath``
     of the assignment.
+
+    Args:
+        reason: why the topic is created (``timeline``, ``auto``), left for the
+            controller's ``topic_created`` event once the topic is known not to
+            exist (:func:`zk_registry.topics.note_creation`, the emulator's
+            record); ``None`` for the run's own topics.
 
     Returns:
         The topic's assignment: the one written, or the one already stored if
@@ -206,6 +214,8 @@ async def create_topic(
         return existing
     brokers = list(broker_ids) if broker_ids is not None else await live_brokers(client, tally)
     assignment = assign_replicas_to_brokers(brokers, n_partitions, replication_factor, rng)
+    if reason is not None:
+        await note_creation(client, topic, reason, tally)
     await zk.update_persistent_path(topic_config_path(topic), encode_topic_config(config), tally)
     try:
         await zk.create_persistent_path(

@@ -32,7 +32,52 @@ are the pure functions of :mod:`emulator.controller`; this module does what
 * **PreferredReplicaElectionListener**: a preferred election for each listed
   partition, then ``/admin/preferred_replica_election`` is deleted.
 * **TopicChangeListener / AddPartitionsListener**: new topics and new
-  partitions go New -> Online (their state znodes are created).
+  partitions go New -> Online (their state znodes are created); a new topic
+  gets its incarnation (:func:`zk_registry.topics.assign_incarnation`) and a
+  ``topic_created`` event (K@0.8.2.2 ``PartitionStateMachine.scala`` 425-456,
+  ``KafkaController.onNewTopicCreation`` 469-474).
+* **Topic deletion** (``TopicDeletionManager``, K@0.8.2.2
+  ``controller/TopicDeletionManager.scala``), only with ``delete.topic.enable``
+  (:attr:`ControllerConfig.delete_topic_enable`; false in 0.8.2.2,
+  ``server/KafkaConfig.scala`` 344). Disabled, nothing listens to
+  ``/admin/delete_topics`` and markers just stay (``registerListeners``,
+  ``PartitionStateMachine.scala`` 76-80; every deletion query of the manager
+  answers "no", 120-210). Enabled:
+
+  - ``DeleteTopicsListener`` (``PartitionStateMachine.scala`` 463-510): markers
+    of topics that do not exist are deleted; the others are queued
+    (``topic_deletion_requested`` state ``started``). At failover the markers
+    present are queued too (``initializeTopicDeletion``,
+    ``KafkaController.scala`` 763-775), the topics with a replica on a dead
+    broker ineligible.
+  - The ``delete-topics-thread`` pass (``DeleteTopicsThread.doWork`` 382-431),
+    run as a controller queue item whenever something may let a deletion
+    progress: a topic whose replicas are all deleted is completed; one with a
+    replica deletion under way waits; one with a failed replica is reset for a
+    retry; an eligible one starts (``onTopicDeletion`` 299-308): an
+    ``UpdateMetadata`` with leader -2 (``LeaderDuringDelete``) for its
+    partitions to every live broker (``on_topic_deletion``; each broker drops
+    them from its metadata cache), then ``startReplicaDeletion`` (326-344):
+    replicas on dead brokers fail at once and make the topic ineligible (the
+    deletion stalls until such a broker starts again:
+    ``onBrokerStartup`` -> ``resumeDeletionForTopics``, ``KafkaController.scala``
+    414-419; a broker dying with a replica being deleted fails it too,
+    ``onBrokerFailure`` 434-461); the live ones get ``StopReplica`` with
+    delete=true (``stop_replicas``; the broker drops the replica and its log),
+    whose answers come back as queue items (``deleteTopicStopReplicaCallback``).
+  - ``completeDeleteTopic`` (273-290): the topic's data watch goes, then
+    ``deleteRecursive`` of ``/brokers/topics/<t>`` and ``/config/topics/<t>``,
+    ``delete`` of the marker, and the topic leaves the context
+    (``topic_deleted``).
+
+  While a topic is queued its partitions get no elections, no ISR removals,
+  no preferred or auto-rebalance moves and are left out of every
+  LeaderAndIsr/UpdateMetadata batch (``triggerOnlinePartitionStateChange``,
+  ``onBrokerFailure``, ``ControllerBrokerRequestBatch.addUpdateMetadataRequestForBrokers``
+  send them with leader -2 instead). Simplification: the ``OfflineReplica``
+  step before ``ReplicaDeletionStarted`` (a ``StopReplica`` with delete=false
+  and ``removeReplicaFromIsr`` writes on the state znodes, which go with the
+  topic a moment later) is folded into the one ``StopReplica`` call.
 * **checkAndTriggerPartitionRebalance**: every
   ``leader.imbalance.check.interval.seconds`` (first after 5 s), a preferred
   election for each partition of a live broker whose imbalance ratio is above
@@ -58,8 +103,8 @@ called (the broker actor then pushes LeaderAndIsr/UpdateMetadata, as
 to all live brokers), ``broker_startup``, ``broker_failure``, ``preferred``,
 ``auto_rebalance``, ``new_partition``. It is never called with an empty map.
 
-Not modelled: partition reassignment, topic deletion, controlled shutdown,
-the controller-to-broker channel (the callback stands for it).
+Not modelled: partition reassignment, controlled shutdown, the
+controller-to-broker channel (the callbacks stand for it).
 """
 
 from __future__ import annotations
@@ -85,6 +130,7 @@ from kazoo.exceptions import (
 from emulator.controller import (
     DEFAULT_REPLICA_LAG_MAX_MESSAGES,
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    LEADER_DURING_DELETE,
     LeaderIsr,
     TopicPartition,
     new_partition_leader,
@@ -106,6 +152,7 @@ from zk_registry.layout import (
     BROKER_TOPICS_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    DELETE_TOPICS_PATH,
     INITIAL_CONTROLLER_EPOCH,
     PREFERRED_REPLICA_ELECTION_PATH,
     PartitionState,
@@ -116,6 +163,7 @@ from zk_registry.layout import (
     decode_preferred_replica_election,
     decode_topic_assignment,
     decode_topic_config,
+    delete_topic_path,
     encode_controller,
     encode_controller_epoch,
     encode_partition_state,
@@ -125,8 +173,10 @@ from zk_registry.layout import (
     topic_config_path,
     topic_path,
 )
+from zk_registry.topics import TopicRecord, assign_incarnation, delete_recursive
 
 __all__ = [
+    "LEADER_DURING_DELETE",
     "BrokerController",
     "ControllerConfig",
     "ControllerMovedError",
@@ -146,7 +196,19 @@ log = logging.getLogger(__name__)
 UNCLEAN_LEADER_ELECTION_CONFIG: Final = "unclean.leader.election.enable"
 
 OnLeaderAndIsr = Callable[[dict[TopicPartition, LeaderIsr], str], Awaitable[None] | None]
+#: ``UpdateMetadata`` with leader -2 (``LeaderDuringDelete``) for these partitions,
+#: to every live broker: ``on_topic_deletion(partitions)``.
+OnTopicDeletion = Callable[[list[TopicPartition]], Awaitable[None] | None]
+#: ``StopReplica`` (delete=true) of these partitions to one broker; ``True`` when it
+#: answered without an error: ``stop_replicas(broker, partitions)``.
+StopReplicas = Callable[[int, list[TopicPartition]], Awaitable[bool]]
 Emit = Callable[..., None]
+
+# Replica deletion states (``ReplicaStateMachine``'s, for replicas of topics being
+# deleted); a replica with none is Online or Offline.
+_STARTED: Final = "ReplicaDeletionStarted"
+_SUCCESSFUL: Final = "ReplicaDeletionSuccessful"
+_INELIGIBLE: Final = "ReplicaDeletionIneligible"
 
 
 class ControllerMovedError(RuntimeError):
@@ -183,6 +245,8 @@ class ControllerConfig:
             rounds of one state change after version conflicts (Kafka: unbounded).
         controller_create_max_backoffs: not a Kafka setting: bound on the
             ZOOKEEPER-1740 back-offs of the ``/controller`` create (Kafka: unbounded).
+        delete_topic_enable: ``delete.topic.enable`` (false in 0.8.2.2, true
+            from 1.0, KIP-162): whether deletion markers are acted on.
     """
 
     auto_leader_rebalance_enable: bool = True
@@ -195,6 +259,7 @@ class ControllerConfig:
     replica_lag_max_messages: int = DEFAULT_REPLICA_LAG_MAX_MESSAGES
     state_update_retries: int = 10
     controller_create_max_backoffs: int = 10
+    delete_topic_enable: bool = False
 
 
 # --------------------------------------------------------------------------- payload helpers
@@ -378,10 +443,20 @@ class BrokerController:
             generation = controller epoch), ``CONTROLLER_RESIGNED`` (broker,
             reason), ``LEADER_CHANGED`` (topic, partition, broker = new leader or
             -1, generation = leader epoch, reason = new | offline | unclean |
-            preferred | auto_rebalance, detail = the ISR as JSON) and
-            ``ISR_CHANGED`` (a dead follower removed: reason ``shrink``).
+            preferred | auto_rebalance, detail = the ISR as JSON),
+            ``ISR_CHANGED`` (a dead follower removed: reason ``shrink``),
+            ``TOPIC_CREATED`` (topic, count, replication_factor, incarnation,
+            reason = timeline | auto, broker), ``TOPIC_DELETION_REQUESTED``
+            (topic, state ``started``, reason = marker | failover, broker) and
+            ``TOPIC_DELETED`` (topic, incarnation, count, broker).
         now_ms: the clock for the ``/controller`` payload's timestamp
             (default: wall milliseconds).
+        on_topic_deletion: sends the ``UpdateMetadata`` with leader -2 of a
+            topic being deleted to every live broker (may be a coroutine
+            function; default: nobody to tell).
+        stop_replicas: sends one broker ``StopReplica`` (delete=true) for
+            some partitions and answers whether it succeeded (default: every
+            replica counts as deleted at once).
     """
 
     def __init__(
@@ -393,11 +468,15 @@ class BrokerController:
         emit: Emit,
         *,
         now_ms: Callable[[], float] | None = None,
+        on_topic_deletion: OnTopicDeletion | None = None,
+        stop_replicas: StopReplicas | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = int(broker_id)
         self.config = config
         self._on_leader_and_isr = on_leader_and_isr
+        self._deletion_metadata = on_topic_deletion
+        self._stop_replicas = stop_replicas
         self._emit = emit
         self._now_ms = now_ms if now_ms is not None else _wall_ms
         self._utils = ZkUtils(zk)
@@ -419,6 +498,14 @@ class BrokerController:
         self._live: set[int] = set()
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._states: dict[TopicPartition, tuple[LeaderIsr, int]] = {}
+        self._incarnations: dict[str, int] = {}  # topic -> its incarnation (emulator's)
+        # TopicDeletionManager: topicsToBeDeleted, topicsIneligibleForDeletion,
+        # and the replica deletion states ((topic, partition, broker) -> state).
+        self._to_delete: set[str] = set()
+        self._ineligible: set[str] = set()
+        self._replica_deletion: dict[tuple[str, int, int], str] = {}
+        self._deletion_posted = False  # deleteTopicStateChanged
+        self._stop_tasks: set[asyncio.Task[None]] = set()
         self.failovers = 0  # times this broker became controller
         self.rebalance_checks = 0  # checkAndTriggerPartitionRebalance runs
 
@@ -448,6 +535,21 @@ class BrokerController:
     def partition_states(self) -> dict[TopicPartition, LeaderIsr]:
         """The partition states as the active controller knows them (empty otherwise)."""
         return {tp: st for tp, (st, _) in self._states.items()}
+
+    @property
+    def topics_to_delete(self) -> frozenset[str]:
+        """The topics queued for deletion (``topicsToBeDeleted``; empty when disabled)."""
+        return frozenset(self._to_delete) if self.config.delete_topic_enable else frozenset()
+
+    @property
+    def topics_ineligible_for_deletion(self) -> frozenset[str]:
+        """The queued topics whose deletion is halted (a replica's broker is down)."""
+        return frozenset(self._ineligible & self._to_delete)
+
+    @property
+    def incarnations(self) -> dict[str, int]:
+        """Each known topic's incarnation (the emulator's numbering)."""
+        return dict(self._incarnations)
 
     @property
     def partition_versions(self) -> dict[TopicPartition, int]:
@@ -482,13 +584,14 @@ class BrokerController:
         if self._controller_watch is not None:
             self._controller_watch.stop()
             self._controller_watch = None
-        for task in (self._rebalance_task, self._worker):
+        for task in (self._rebalance_task, self._worker, *self._stop_tasks):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._rebalance_task = None
         self._worker = None
+        self._stop_tasks = set()
 
     def handle_new_session(self) -> None:
         """``SessionExpirationListener.handleNewSession``: resign and elect again.
@@ -581,6 +684,12 @@ class BrokerController:
             await self._on_topic_data(item.payload[0], item.payload[1].data, gen)
         elif kind == "rebalance":
             await self._check_and_trigger_partition_rebalance(gen)
+        elif kind == "delete_topics":
+            await self._on_delete_topics(item.payload[1].children, gen)
+        elif kind == "deletion":
+            await self._topic_deletion_pass(gen)
+        elif kind == "stop_replica_done":
+            self._on_stop_replica_done(*item.payload)
         else:  # pragma: no cover - programming error
             raise ValueError(f"unknown controller item {kind!r}")
 
@@ -666,6 +775,12 @@ class BrokerController:
         self._live = set()
         self._assignments = {}
         self._states = {}
+        self._incarnations = {}
+        # TopicDeletionManager.shutdown: its state goes with the controllership.
+        self._to_delete = set()
+        self._ineligible = set()
+        self._replica_deletion = {}
+        self._deletion_posted = False
         if was_active:
             log.info("controller %d resigned: %s", self.broker_id, reason)
             self._event(EventKind.CONTROLLER_RESIGNED, broker=self.broker_id, reason=reason)
@@ -727,15 +842,28 @@ class BrokerController:
         self._watches.append(
             await self.zk.watch_children(BROKER_TOPICS_PATH, self._watch_callback("topics", gen))
         )
+        if self.config.delete_topic_enable:  # PartitionStateMachine.registerListeners
+            self._watches.append(
+                await self.zk.watch_children(
+                    DELETE_TOPICS_PATH, self._watch_callback("delete_topics", gen)
+                )
+            )
         self._watches.append(
             await self.zk.watch_children(BROKER_IDS_PATH, self._watch_callback("brokers", gen))
         )
         # initializeControllerContext
         self._live = set(await live_brokers(self.zk))
+        czxids: dict[str, int] = {}
         for topic in sorted(await self._utils.children_maybe(BROKER_TOPICS_PATH)):
-            await self._load_topic(topic)
+            czxid = await self._load_topic(topic)
+            if czxid is not None:
+                czxids[topic] = czxid
         for topic in sorted(self._assignments):
             await self._watch_topic(topic, gen)
+        # A topic created since the last controller saw the topics is announced now.
+        await self._learn_incarnations(czxids, gen, failover=True)
+        if self.config.delete_topic_enable:
+            await self._initialize_topic_deletion(gen)
         if not self._current(gen):
             return
         # Partition state machine start-up: Offline and New partitions -> Online.
@@ -750,25 +878,71 @@ class BrokerController:
             self._rebalance_task = asyncio.create_task(
                 self._rebalance_loop(gen), name=f"controller-{self.broker_id}-rebalance"
             )
+        # deleteTopicManager.start: the thread runs at once if topics are queued.
+        if self._to_delete and self._current(gen):
+            self._resume_deletion(gen)
 
-    async def _read_assignment(self, topic: str) -> dict[int, list[int]] | None:
-        """The topic's assignment; ``{}`` for an unreadable payload (its listener waits)."""
+    async def _read_assignment(self, topic: str) -> tuple[dict[int, list[int]], int] | None:
+        """The topic's assignment and its znode's ``czxid``; ``None`` if the topic is gone.
+
+        An unreadable payload gives ``{}`` (its listener waits for a good one).
+        """
         try:
-            return await read_topic_assignment(self.zk, topic)
+            data, stat = await self._utils.read(topic_path(topic))
+        except NoNodeError:
+            return None
+        try:
+            return decode_topic_assignment(data), int(stat.czxid)
         except PayloadError:
             log.exception("controller %d: bad assignment of topic %s", self.broker_id, topic)
-            return {}
+            return {}, int(stat.czxid)
 
-    async def _load_topic(self, topic: str) -> dict[int, list[int]] | None:
-        assignment = await self._read_assignment(topic)
-        if assignment is None:
+    async def _load_topic(self, topic: str) -> int | None:
+        """Read a topic into the context; its znode's ``czxid`` (``None``: gone)."""
+        got_assignment = await self._read_assignment(topic)
+        if got_assignment is None:
             return None
+        assignment, czxid = got_assignment
         self._assignments[topic] = assignment
         for p in sorted(assignment):
             got = await read_leader_and_isr(self.zk, topic, p)
             if got is not None:
                 self._states[(topic, p)] = got
-        return assignment
+        return czxid
+
+    async def _learn_incarnations(
+        self, czxids: Mapping[str, int], gen: int, *, failover: bool
+    ) -> None:
+        """Each topic's incarnation (:func:`zk_registry.topics.assign_incarnation`).
+
+        A number this call assigned is a creation nobody announced yet:
+        ``topic_created``, except at failover for a topic no creator noted (the
+        run's own topics, which are there before any controller).
+        """
+        topics = sorted(czxids)
+        for i in range(0, len(topics), 64):
+            chunk = topics[i : i + 64]
+            got = await asyncio.gather(*(assign_incarnation(self.zk, t, czxids[t]) for t in chunk))
+            if not self._current(gen):
+                return
+            for topic, (record, new) in zip(chunk, got, strict=True):
+                self._incarnations[topic] = record.incarnation
+                if new and (not failover or record.reason is not None):
+                    self._emit_created(topic, record)
+
+    def _emit_created(self, topic: str, record: TopicRecord) -> None:
+        assignment = self._assignments.get(topic, {})
+        replicas = assignment[min(assignment)] if assignment else []
+        log.info("New topic %s, incarnation %d", topic, record.incarnation)
+        self._event(
+            EventKind.TOPIC_CREATED,
+            topic=topic,
+            count=len(assignment),
+            replication_factor=len(replicas),
+            incarnation=record.incarnation,
+            reason=record.reason if record.reason in ("timeline", "auto") else "timeline",
+            broker=self.broker_id,
+        )
 
     async def _watch_topic(self, topic: str, gen: int) -> None:
         if topic in self._topic_watches or not self._current(gen):
@@ -780,6 +954,14 @@ class BrokerController:
     async def _send(
         self, changes: Mapping[TopicPartition, LeaderIsr], reason: str, gen: int
     ) -> None:
+        """``sendRequestsToBrokers``; partitions of topics queued for deletion are left out.
+
+        Kafka sends those with leader -2 in every UpdateMetadata
+        (``addUpdateMetadataRequestForBrokers``); the brokers already dropped them
+        at the deletion's own UpdateMetadata, so leaving them out changes nothing.
+        """
+        if self._to_delete:
+            changes = {tp: st for tp, st in changes.items() if not self._queued(tp[0])}
         if not changes or not self._current(gen):
             return
         try:
@@ -969,10 +1151,15 @@ class BrokerController:
     async def _trigger_online_partition_state_change(
         self, gen: int
     ) -> dict[TopicPartition, LeaderIsr]:
-        """``triggerOnlinePartitionStateChange``: Offline (leader not live) and New -> Online."""
+        """``triggerOnlinePartitionStateChange``: Offline (leader not live) and New -> Online.
+
+        Partitions of topics queued for deletion are left alone.
+        """
         changes: dict[TopicPartition, LeaderIsr] = {}
         new: dict[str, list[int]] = {}
         for topic in sorted(self._assignments):
+            if self._queued(topic):
+                continue
             for p in sorted(self._assignments[topic]):
                 tp = (topic, p)
                 known = self._states.get(tp)
@@ -1005,21 +1192,49 @@ class BrokerController:
             await self._on_broker_failure(dead, gen)
 
     async def _on_broker_startup(self, new: Sequence[int], gen: int) -> None:
-        """``onBrokerStartup``: their partitions' states, then Offline/New -> Online."""
+        """``onBrokerStartup``: their partitions' states, then Offline/New -> Online.
+
+        A queued deletion with a replica on a new broker resumes
+        (``resumeDeletionForTopics``, K@0.8.2.2 ``KafkaController.scala`` 412-419):
+        the topic is eligible again and the deletion pass runs.
+        """
         new_set = set(new)
         changes: dict[TopicPartition, LeaderIsr] = {
             tp: st for tp, (st, _) in self._states.items() if new_set & set(self._assigned(tp))
         }
         changes.update(await self._trigger_online_partition_state_change(gen))
         await self._send(changes, "broker_startup", gen)
+        resume = {
+            topic
+            for topic in self._to_delete
+            if any(new_set & set(reps) for reps in self._assignments.get(topic, {}).values())
+        }
+        if resume and self.config.delete_topic_enable:
+            log.info(
+                "Some replicas for topics scheduled for deletion %s are on the newly restarted "
+                "brokers %s. Signaling restart of topic deletion for these topics",
+                sorted(resume),
+                list(new),
+            )
+            self._ineligible -= resume
+            self._resume_deletion(gen)
 
     async def _on_broker_failure(self, dead: Sequence[int], gen: int) -> None:
-        """``onBrokerFailure``: elect for partitions led by dead brokers, then shrink ISRs."""
+        """``onBrokerFailure``: elect for partitions led by dead brokers, then shrink ISRs.
+
+        Topics queued for deletion are left out; their replicas on the dead
+        brokers fail their deletion (``failReplicaDeletion``), which halts it.
+        """
         changes = await self._trigger_online_partition_state_change(gen)
         dead_set = set(dead)
+        failed: list[tuple[str, int, int]] = []
         for topic in sorted(self._assignments):
+            queued = self._queued(topic)
             for p in sorted(self._assignments[topic]):
                 tp = (topic, p)
+                if queued:
+                    failed += [(topic, p, b) for b in self._assigned(tp) if b in dead_set]
+                    continue
                 if tp not in self._states:
                     continue
                 for b in self._assigned(tp):
@@ -1028,6 +1243,8 @@ class BrokerController:
                         if removed is not None:
                             changes[tp] = removed
         await self._send(changes, "broker_failure", gen)
+        if failed:
+            self._fail_replica_deletion(failed, gen)
 
     async def _on_preferred_data(self, data: bytes | None, gen: int) -> None:
         """``PreferredReplicaElectionListener.handleDataChange``."""
@@ -1049,6 +1266,9 @@ class BrokerController:
         try:
             for tp in partitions:
                 assigned = self._assigned(tp)
+                if self._queued(tp[0]):
+                    log.warning("Skipping preferred replica election for %s: being deleted", tp)
+                    continue
                 if not assigned:
                     log.error("Skipping preferred replica election for unknown partition %s", tp)
                     continue
@@ -1075,26 +1295,38 @@ class BrokerController:
         return preferred_leader(assigned, current, self._live, self._epoch)
 
     async def _on_topic_change(self, children: tuple[str, ...] | None, gen: int) -> None:
-        """``TopicChangeListener``: forget deleted topics, bring new ones' partitions Online."""
+        """``TopicChangeListener``: forget deleted topics, bring new ones' partitions Online.
+
+        A new topic gets its incarnation and a ``topic_created`` event once its
+        partitions went Online (``onNewTopicCreation``).
+        """
         current = set(children or ())
         for topic in sorted(set(self._assignments) - current):
-            self._assignments.pop(topic, None)
-            for tp in [tp for tp in self._states if tp[0] == topic]:
-                del self._states[tp]
-            watch = self._topic_watches.pop(topic, None)
-            if watch is not None:
-                watch.stop()
+            self._forget_topic(topic)
         added: dict[str, list[int]] = {}
+        czxids: dict[str, int] = {}
         for topic in sorted(current - set(self._assignments)):
-            assignment = await self._read_assignment(topic)
-            if assignment is None:
+            got = await self._read_assignment(topic)
+            if got is None:
                 continue
+            assignment, czxids[topic] = got
             self._assignments[topic] = assignment
             added[topic] = sorted(assignment)
             await self._watch_topic(topic, gen)
         if added:
             changes = await self._new_partitions_online(added, gen)
             await self._send(changes, "new_partition", gen)
+            await self._learn_incarnations(czxids, gen, failover=False)
+
+    def _forget_topic(self, topic: str) -> None:
+        """``controllerContext.removeTopic``, with the topic's data watch."""
+        self._assignments.pop(topic, None)
+        self._incarnations.pop(topic, None)
+        for tp in [tp for tp in self._states if tp[0] == topic]:
+            del self._states[tp]
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.stop()
 
     async def _on_topic_data(self, topic: str | None, data: bytes | None, gen: int) -> None:
         """``AddPartitionsListener.handleDataChange``: partitions not known yet go Online."""
@@ -1113,6 +1345,218 @@ class BrokerController:
         known.update(added)
         changes = await self._new_partitions_online({topic: sorted(added)}, gen)
         await self._send(changes, "new_partition", gen)
+
+    # -- topic deletion (TopicDeletionManager) -----------------------------------
+
+    def _queued(self, topic: str) -> bool:
+        """``isTopicQueuedUpForDeletion`` (always false with ``delete.topic.enable`` off)."""
+        return self.config.delete_topic_enable and topic in self._to_delete
+
+    def _replicas_of(self, topic: str) -> list[tuple[str, int, int]]:
+        """``(topic, partition, broker)`` of every replica of ``topic``, in order."""
+        return [
+            (topic, p, b)
+            for p, reps in sorted(self._assignments.get(topic, {}).items())
+            for b in reps
+        ]
+
+    def _resume_deletion(self, gen: int) -> None:
+        """``resumeTopicDeletionThread``: the deletion pass runs (once, however often asked)."""
+        if self._deletion_posted or not self._current(gen):
+            return
+        self._deletion_posted = True
+        self._post("deletion", None, gen)
+
+    async def _initialize_topic_deletion(self, gen: int) -> None:
+        """``initializeTopicDeletion`` (K@0.8.2.2 ``KafkaController.scala`` 763-775).
+
+        The markers present are queued; topics with a replica on a dead broker
+        are ineligible. (No reassignment or preferred election is ever left in
+        progress here: those run to completion within one queue item.)
+        """
+        markers = set(await self._utils.children_maybe(DELETE_TOPICS_PATH))
+        if not self._current(gen):
+            return
+        dead = {
+            topic
+            for topic, parts in self._assignments.items()
+            if any(b not in self._live for reps in parts.values() for b in reps)
+        }
+        self._to_delete = set(markers)
+        self._ineligible = dead & markers
+        for topic in sorted(markers & set(self._assignments)):
+            self._event(
+                EventKind.TOPIC_DELETION_REQUESTED,
+                topic=topic,
+                state="started",
+                reason="failover",
+                broker=self.broker_id,
+            )
+        if markers:
+            log.info(
+                "List of topics to be deleted: %s; ineligible for deletion: %s",
+                ",".join(sorted(markers)),
+                ",".join(sorted(self._ineligible)),
+            )
+
+    async def _on_delete_topics(self, children: tuple[str, ...] | None, gen: int) -> None:
+        """``DeleteTopicsListener.handleChildChange`` (``PartitionStateMachine.scala`` 463-510)."""
+        if not self.config.delete_topic_enable:
+            return
+        markers = set(children or ())
+        missing = markers - set(self._assignments)
+        if missing:
+            log.warning("Ignoring request to delete non-existing topics %s", ",".join(missing))
+            for topic in sorted(missing):
+                if not self._current(gen):
+                    return
+                await delete_recursive(self.zk, delete_topic_path(topic))
+        queued = markers - missing
+        new = queued - self._to_delete
+        if not queued:
+            return
+        log.info("Starting topic deletion for topics %s", ",".join(sorted(queued)))
+        self._to_delete |= queued
+        for topic in sorted(new):
+            self._event(
+                EventKind.TOPIC_DELETION_REQUESTED,
+                topic=topic,
+                state="started",
+                reason="marker",
+                broker=self.broker_id,
+            )
+        self._resume_deletion(gen)
+
+    async def _topic_deletion_pass(self, gen: int) -> None:
+        """``DeleteTopicsThread.doWork`` (``TopicDeletionManager.scala`` 382-431)."""
+        self._deletion_posted = False
+        if not self.config.delete_topic_enable:
+            return
+        for topic in sorted(self._to_delete):
+            if not self._current(gen):
+                return
+            replicas = self._replicas_of(topic)
+            states = [self._replica_deletion.get(r) for r in replicas]
+            if all(st == _SUCCESSFUL for st in states):
+                await self._complete_delete_topic(topic, gen)
+                log.info("Deletion of topic %s successfully completed", topic)
+                continue
+            if _STARTED in states:
+                log.info("Deletion for replicas of topic %s in progress", topic)
+            elif _INELIGIBLE in states:
+                # markTopicForDeletionRetry: failed replicas back to OfflineReplica.
+                for r, st in zip(replicas, states, strict=True):
+                    if st == _INELIGIBLE:
+                        del self._replica_deletion[r]
+            if _STARTED not in states and topic not in self._ineligible:
+                log.info("Deletion of topic %s (re)started", topic)
+                await self._on_topic_deletion(topic, gen)
+            elif topic in self._ineligible:
+                log.info(
+                    "Not retrying deletion of topic %s at this time since it is marked "
+                    "ineligible for deletion",
+                    topic,
+                )
+
+    async def _on_topic_deletion(self, topic: str, gen: int) -> None:
+        """``onTopicDeletion`` then ``startReplicaDeletion`` (``TopicDeletionManager.scala``).
+
+        UpdateMetadata with leader -2 to every live broker, then StopReplica
+        (delete=true) to the live replicas not deleted yet; the dead ones fail,
+        which makes the topic ineligible until their broker starts.
+        """
+        partitions = [(topic, p) for p in sorted(self._assignments.get(topic, {}))]
+        if partitions and self._deletion_metadata is not None:
+            try:
+                result = self._deletion_metadata(list(partitions))
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("controller %d: on_topic_deletion(%s) failed", self.broker_id, topic)
+        if not self._current(gen):
+            return
+        dead: list[tuple[str, int, int]] = []
+        per_broker: dict[int, list[TopicPartition]] = {}
+        for r in self._replicas_of(topic):
+            if r[2] not in self._live:
+                dead.append(r)
+            elif self._replica_deletion.get(r) != _SUCCESSFUL:
+                self._replica_deletion[r] = _STARTED
+                per_broker.setdefault(r[2], []).append((r[0], r[1]))
+        for r in dead:
+            self._replica_deletion[r] = _INELIGIBLE
+        if dead:
+            log.info("Dead replicas %s found for topic %s", dead, topic)
+            self._ineligible.add(topic)
+        for broker, tps in sorted(per_broker.items()):
+            task = asyncio.create_task(
+                self._stop_replica(broker, tps, gen),
+                name=f"controller-{self.broker_id}-stop-replica-{broker}",
+            )
+            self._stop_tasks.add(task)
+            task.add_done_callback(self._stop_tasks.discard)
+
+    async def _stop_replica(self, broker: int, tps: list[TopicPartition], gen: int) -> None:
+        """One broker's StopReplica (delete=true); its answer comes back as a queue item."""
+        ok = True
+        if self._stop_replicas is not None:
+            try:
+                ok = bool(await self._stop_replicas(broker, list(tps)))
+            except Exception:
+                log.exception("controller %d: StopReplica to %d failed", self.broker_id, broker)
+                ok = False
+        self._post("stop_replica_done", (broker, tps, ok, gen), gen)
+
+    def _on_stop_replica_done(
+        self, broker: int, tps: list[TopicPartition], ok: bool, gen: int
+    ) -> None:
+        """``deleteTopicStopReplicaCallback``: the replicas are deleted, or failed."""
+        replicas = [(t, p, broker) for t, p in tps if self._queued(t)]
+        if not replicas:
+            return
+        if ok:
+            for r in replicas:
+                self._replica_deletion[r] = _SUCCESSFUL
+            self._resume_deletion(gen)
+        else:
+            self._fail_replica_deletion(replicas, gen)
+
+    def _fail_replica_deletion(self, replicas: Iterable[tuple[str, int, int]], gen: int) -> None:
+        """``failReplicaDeletion``: to ReplicaDeletionIneligible, the topics halted."""
+        failed = [r for r in replicas if self._queued(r[0])]
+        if not failed:
+            return
+        for r in failed:
+            self._replica_deletion[r] = _INELIGIBLE
+        topics = {r[0] for r in failed}
+        log.info("Halted deletion of topics %s", ",".join(sorted(topics)))
+        self._ineligible |= topics
+        self._resume_deletion(gen)
+
+    async def _complete_delete_topic(self, topic: str, gen: int) -> None:
+        """``completeDeleteTopic`` (``TopicDeletionManager.scala`` 273-290)."""
+        count = len(self._assignments.get(topic, {}))
+        incarnation = self._incarnations.get(topic)
+        # The data watch goes first, so a re-created topic is seen as new.
+        self._forget_topic(topic)
+        self._replica_deletion = {
+            r: st for r, st in self._replica_deletion.items() if r[0] != topic
+        }
+        self._to_delete.discard(topic)
+        self._ineligible.discard(topic)
+        if not self._current(gen):
+            return
+        await delete_recursive(self.zk, topic_path(topic))
+        await delete_recursive(self.zk, topic_config_path(topic))
+        await self._utils.delete_path(delete_topic_path(topic))
+        if incarnation is not None:
+            self._event(
+                EventKind.TOPIC_DELETED,
+                topic=topic,
+                incarnation=incarnation,
+                count=count,
+                broker=self.broker_id,
+            )
 
     # -- auto leader rebalance ---------------------------------------------------
 
@@ -1134,6 +1578,8 @@ class BrokerController:
         todo = partitions_to_rebalance(
             assignments, leaders, self._live, self.config.leader_imbalance_per_broker_percentage
         )
+        # The ratio counts a topic being deleted; its partitions are not moved.
+        todo = [tp for tp in todo if not self._queued(tp[0])]
         if todo:
             await self._on_preferred_replica_election(todo, gen, auto=True)
 

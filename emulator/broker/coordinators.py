@@ -42,7 +42,8 @@ from __future__ import annotations
 import bisect
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from emulator.broker.messages import EMPTY_OFFSETS_SNAPSHOT, GroupOffsets, OffsetsSnapshot
@@ -140,6 +141,10 @@ class CoordinatorHost:
         self._loaded: dict[int, GroupOffsets] = {}
         #: Offsets partition -> the commits accepted since :meth:`take_commits`.
         self.commits: dict[int, int] = {}
+        #: The broker's metadata cache (partition -> leader), set by its
+        #: replica manager: an OffsetCommit for a partition missing from it is
+        #: answered UNKNOWN_TOPIC_OR_PARTITION. ``None``: no check.
+        self.metadata: Mapping[TopicPartition, int] | None = None
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
@@ -182,6 +187,23 @@ class CoordinatorHost:
             if self.partition_for(g) != partition:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
+
+    def partitions_deleted(self, now_ms: float, partitions: Sequence[TopicPartition]) -> None:
+        """``groupCoordinator.onPartitionsDeleted``: every group here loses their offsets.
+
+        K@3.9 ``KafkaApis.handleUpdateMetadataRequest`` (390-393) calls it with
+        the partitions an UpdateMetadata removed from the metadata cache; the
+        offsets are tombstoned in every group the broker coordinates
+        (:meth:`emulator.modern.coordinator.GroupCoordinator.delete_offsets`),
+        including groups loaded and not yet asked for.
+        """
+        self._now_ms = now_ms
+        for coord in self.coordinators.values():
+            coord.delete_offsets(now_ms, partitions)
+        for groups in self._loaded.values():
+            for offsets in groups.values():
+                for tp in partitions:
+                    offsets.pop(tp, None)
 
     def partitions_with_groups(self) -> set[int]:
         """The ``__consumer_offsets`` partitions whose :meth:`offsets_snapshot` is not empty.
@@ -246,18 +268,12 @@ class CoordinatorHost:
             coord = self.coordinators.get(req.group_id)
             if coord is None:
                 coord = self._create(req.group_id)
+            if isinstance(req, OffsetCommitRequest):
+                self._offset_commit(now_ms, coord, req, self.metadata)
+                continue
             if isinstance(req, JoinGroupRequest) and req.client_id:
                 # The request header's client.id: new member ids are "<client.id>-<uuid>".
                 self._dispatch(coord.handle(now_ms, req, client_id=req.client_id))
-            elif isinstance(req, OffsetCommitRequest):
-                outputs = coord.handle(now_ms, req)
-                if any(
-                    isinstance(o, OffsetCommitResponse) and o.accepted_ms is not None
-                    for o in outputs
-                ):
-                    p = self.partition_for(req.group_id)
-                    self.commits[p] = self.commits.get(p, 0) + 1
-                self._dispatch(outputs)
             else:
                 self._dispatch(coord.handle(now_ms, req))
         return self._mailbox.pop(host_key, [])
@@ -271,6 +287,43 @@ class CoordinatorHost:
         """
         commits, self.commits = self.commits, {}
         return commits
+
+    def _offset_commit(
+        self,
+        now_ms: float,
+        coord: GroupCoordinator,
+        req: OffsetCommitRequest,
+        metadata: Mapping[TopicPartition, int] | None,
+    ) -> None:
+        """``KafkaApis.handleOffsetCommitRequest``: unknown partitions fail, the rest are stored.
+
+        K@3.9 ``KafkaApis.scala`` 470-500: a partition missing from the metadata
+        cache gets UNKNOWN_TOPIC_OR_PARTITION in the response, and the others
+        go to the coordinator (none left: the coordinator is not asked). The
+        0.8.2.2 broker did the same for its ZooKeeper-stored commits
+        (``KafkaApis.ensureTopicExists``, 88 and 109-112). ``metadata`` ``None``:
+        no check. An accepted commit is counted for :meth:`take_commits`.
+        """
+        missing = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        unknown = (
+            {} if metadata is None else {tp: missing for tp in req.offsets if tp not in metadata}
+        )
+        if unknown and len(unknown) == len(req.offsets):
+            self._deliver(OffsetCommitResponse(req.corr, missing, partition_errors=unknown))
+            return
+        known = {tp: o for tp, o in req.offsets.items() if tp not in unknown}
+        outputs = coord.handle(now_ms, replace(req, offsets=known) if unknown else req)
+        if any(isinstance(o, OffsetCommitResponse) and o.accepted_ms is not None for o in outputs):
+            p = self.partition_for(req.group_id)
+            self.commits[p] = self.commits.get(p, 0) + 1
+        if unknown:
+            outputs = [
+                replace(o, partition_errors={**o.partition_errors, **unknown})
+                if isinstance(o, OffsetCommitResponse) and o.corr == req.corr
+                else o
+                for o in outputs
+            ]
+        self._dispatch(outputs)
 
     def _heartbeat_seen(
         self,

@@ -76,8 +76,11 @@ EMPTY_OFFSETS_SNAPSHOT = OffsetsSnapshot({})
 
 
 #: Answer codes in place of a start offset.
-NOT_LEADER = -1  # NotLeaderForPartition (or UnknownTopicOrPartition)
+NOT_LEADER = -1  # NotLeaderForPartition (a replica that does not lead)
 TIMED_OUT = -2  # RequestTimedOut: the HW did not cover the batch in time
+#: UnknownTopicOrPartition: the partition is not in this broker's metadata cache
+#: (a deleted topic's, or one the broker has not heard of yet).
+UNKNOWN_TOPIC_OR_PARTITION = -3
 
 
 # ------------------------------------------------------------- produce
@@ -87,7 +90,8 @@ class ProduceAnswer(NamedTuple):
     """One partition's produce answer: the batch's offsets ``[start, end)``.
 
     ``(NOT_LEADER, NOT_LEADER)``: not the leader; ``(TIMED_OUT, TIMED_OUT)``:
-    the HW did not cover the batch in time (the messages stay in the log).
+    the HW did not cover the batch in time (the messages stay in the log);
+    ``(UNKNOWN_TOPIC_OR_PARTITION, ...)``: no such partition (a deleted topic).
     """
 
     start: int
@@ -96,6 +100,7 @@ class ProduceAnswer(NamedTuple):
 
 NOT_LEADER_ANSWER = ProduceAnswer(NOT_LEADER, NOT_LEADER)
 TIMED_OUT_ANSWER = ProduceAnswer(TIMED_OUT, TIMED_OUT)
+UNKNOWN_TOPIC_ANSWER = ProduceAnswer(UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION)
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,10 @@ class FetchRequest(NamedTuple):
 
 
 class FetchAnswer(NamedTuple):
-    """A consumer fetch's answer ``[start, end)``; ``start == NOT_LEADER``: not the leader."""
+    """A consumer fetch's answer ``[start, end)``; ``start`` < 0: an error code.
+
+    :data:`NOT_LEADER` (not the leader) or :data:`UNKNOWN_TOPIC_OR_PARTITION`.
+    """
 
     topic: str
     partition: int

@@ -26,6 +26,20 @@ Replication follows Kafka 0.8.2.2 (kafka-protocols.md A8;
   (``UpdateMetadataRequest``); a broker that becomes leader of a
   ``__consumer_offsets`` partition loads its groups' coordinators
   (:mod:`emulator.broker.coordinators`).
+* Topic deletion: an ``UpdateMetadata`` with leader -2 (``LeaderDuringDelete``)
+  drops the partitions from the metadata cache (:attr:`ReplicaManager.leaders`;
+  K@0.8.2.2 ``server/MetadataCache.scala`` 113-134, K@3.9
+  ``ZkMetadataCache.scala`` 556-596); the hosted group coordinators then lose
+  those partitions' offsets and the KIP-848 ones their metadata image
+  (``groupCoordinator.onPartitionsDeleted``, K@3.9 ``KafkaApis.scala`` 390-393).
+  ``StopReplica`` with delete=true drops the replica and its log
+  (:meth:`ReplicaManager.stop_replica`; K@0.8.2.2 ``server/ReplicaManager.scala``
+  141-166). A produce to a partition missing from the metadata cache, and a
+  fetch of one this broker has no replica of, is answered
+  UNKNOWN_TOPIC_OR_PARTITION; with :attr:`BrokerConfig.fetch_checks_metadata`
+  (the modern brokers, K@3.9 ``KafkaApis.scala`` 802-812) every fetch of a
+  partition missing from the cache is, even while the replica is still there
+  (0.8.2.2 serves it until StopReplica: its fetch path asks only the replica).
 
 The manager never reads a clock (every call that needs the time takes
 ``now_ms``, emulated ms) and does no I/O: what the shell must do comes back as
@@ -53,6 +67,8 @@ from emulator.broker.messages import (
     EMPTY_OFFSETS_SNAPSHOT,
     NOT_LEADER,
     NOT_LEADER_ANSWER,
+    UNKNOWN_TOPIC_ANSWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
     BrokerOutput,
     ExpandIsr,
     FetchAnswer,
@@ -66,6 +82,7 @@ from emulator.broker.messages import (
 from emulator.controller import (
     DEFAULT_REPLICA_LAG_MAX_MESSAGES,
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    LEADER_DURING_DELETE,
     LeaderIsr,
     caught_up_for_expand,
 )
@@ -96,19 +113,26 @@ class BrokerConfig:
             (``replica.fetch.max.bytes`` / :data:`MESSAGE_BYTES`, at least 1).
         lag_time_max_ms: ``replica.lag.time.max.ms``, emulated ms.
         lag_max_messages: ``replica.lag.max.messages``.
+        fetch_checks_metadata: a consumer fetch of a partition missing from the
+            metadata cache is UNKNOWN_TOPIC_OR_PARTITION even while the replica
+            is there (the modern brokers; 0.8.2.2 asks only the replica).
     """
 
     max_fetch_messages: int = 1048576 // MESSAGE_BYTES
     lag_time_max_ms: float = float(DEFAULT_REPLICA_LAG_TIME_MAX_MS)
     lag_max_messages: int = DEFAULT_REPLICA_LAG_MAX_MESSAGES
+    fetch_checks_metadata: bool = False
 
     @classmethod
-    def from_settings(cls, broker: BrokerSettings) -> BrokerConfig:
+    def from_settings(
+        cls, broker: BrokerSettings, *, fetch_checks_metadata: bool = False
+    ) -> BrokerConfig:
         """From the run's resolved broker settings."""
         return cls(
             max_fetch_messages=max(1, broker.replica_fetch_max_bytes // MESSAGE_BYTES),
             lag_time_max_ms=float(broker.replica_lag_time_max_ms),
             lag_max_messages=broker.replica_lag_max_messages,
+            fetch_checks_metadata=fetch_checks_metadata,
         )
 
 
@@ -204,7 +228,9 @@ class ReplicaManager:
             tp: Replica(replicas=(broker_id,), leader=broker_id, leader_epoch=0, isr=(broker_id,))
             for tp in partitions
         }
-        self.leaders: dict[TopicPartition, int] = dict(leaders)
+        self.leaders: dict[TopicPartition, int] = dict(leaders)  # the metadata cache
+        if coordinators is not None:
+            coordinators.metadata = self.leaders
         self.live_brokers: list[int] = []
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
         self.partition_counts = partition_counts if partition_counts is not None else {}
@@ -226,7 +252,10 @@ class ReplicaManager:
     def produce(self, batch: Mapping[TopicPartition, int]) -> ProduceStep:
         """Append ``count`` messages to each partition this broker leads.
 
-        Each appended batch waits for the HW to cover it (``acks=all``).
+        Each appended batch waits for the HW to cover it (``acks=all``). A
+        partition this broker does not lead is answered NOT_LEADER, or
+        UNKNOWN_TOPIC_OR_PARTITION when its metadata cache does not have it
+        (K@0.8.2.2 ``ReplicaManager.appendToLocalLog``; K@3.9 ``KafkaApis.scala`` 635).
         """
         answers: dict[TopicPartition, ProduceAnswer] = {}
         pending: dict[TopicPartition, PendingProduce] = {}
@@ -234,7 +263,7 @@ class ReplicaManager:
         for tp, n in batch.items():
             rep = self.replicas.get(tp)
             if rep is None or rep.leader != self.broker_id or n <= 0:
-                answers[tp] = NOT_LEADER_ANSWER
+                answers[tp] = NOT_LEADER_ANSWER if tp in self.leaders else UNKNOWN_TOPIC_ANSWER
                 continue
             self._next_waiter += 1
             start, end = rep.append(n, self._next_waiter)
@@ -268,8 +297,16 @@ class ReplicaManager:
     def serve(
         self, tp: TopicPartition, offset: int | None, reset: str, max_messages: int
     ) -> tuple[int, int]:
-        """One partition's consumer fetch answer ``(start, end)``; see :meth:`Replica.serve`."""
-        return serve(self.replicas.get(tp), self.broker_id, offset, reset, max_messages)
+        """One partition's consumer fetch answer ``(start, end)``; see :meth:`Replica.serve`.
+
+        UNKNOWN_TOPIC_OR_PARTITION for a partition missing from the metadata
+        cache that this broker has no replica of (or, with
+        :attr:`BrokerConfig.fetch_checks_metadata`, whatever its replica).
+        """
+        rep = self.replicas.get(tp)
+        if (rep is None or self.config.fetch_checks_metadata) and tp not in self.leaders:
+            return UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION
+        return serve(rep, self.broker_id, offset, reset, max_messages)
 
     def fetch_now(self, requests: Iterable[FetchRequest]) -> list[FetchAnswer]:
         """A batch of consumer fetches, answered at once (no session, no wait)."""
@@ -600,6 +637,28 @@ class ReplicaManager:
                 self._apply_state(tp, rep, st, now_ms, out)
         return out
 
+    def keep_topics(self, topics: Container[str]) -> None:
+        """The cluster's topics as read at start: forget every other one.
+
+        A broker (re)started after a topic was deleted must not take it from
+        the run's starting leader map; ``__consumer_offsets`` is always kept.
+        The metadata image of the coordinators (:attr:`partition_counts`) is
+        made to match the metadata cache.
+        """
+        for tp in [tp for tp in self.leaders if tp[0] not in topics and tp[0] != OFFSETS_TOPIC]:
+            del self.leaders[tp]
+        for tp in [tp for tp in self.replicas if tp[0] not in topics and tp[0] != OFFSETS_TOPIC]:
+            del self.replicas[tp]
+            self._followers_dirty = True
+        for tp in [tp for tp in self.assignments if tp[0] not in topics]:
+            del self.assignments[tp]
+        counts: dict[str, int] = {}
+        for t, p in (*self.leaders, *self.assignments):
+            if t != OFFSETS_TOPIC:
+                counts[t] = max(counts.get(t, 0), p + 1)
+        self.partition_counts.clear()
+        self.partition_counts.update(counts)
+
     def _apply_state(
         self,
         tp: TopicPartition,
@@ -717,31 +776,90 @@ class ReplicaManager:
 
     def update_metadata(
         self, now_ms: float, leaders: Mapping[TopicPartition, int], live_brokers: Iterable[int]
-    ) -> None:
-        """``UpdateMetadataRequest``: changed leader map entries and the live brokers."""
-        self.leaders.update(leaders)
+    ) -> list[BrokerOutput]:
+        """``UpdateMetadataRequest``: changed leader map entries and the live brokers.
+
+        A partition with leader -2 (``LeaderDuringDelete``) leaves the metadata
+        cache (``MetadataCache.updateCache``); those deleted go to the hosted
+        group coordinators (``onPartitionsDeleted``: their offsets are
+        tombstoned, K@3.9 ``GroupCoordinator.scala`` 1153-1157, CK@4.1
+        ``OffsetMetadataManager.onPartitionsDeleted`` 1063-1099) and, with the
+        new and grown topics, to the KIP-848 coordinators' metadata image
+        (:meth:`_maybe_update_topics`). With :attr:`BrokerConfig.fetch_checks_metadata`
+        the fetches parked on a deleted partition are woken (answered
+        UNKNOWN_TOPIC_OR_PARTITION).
+
+        Returns:
+            What the shell must do (wake-ups).
+        """
+        deleted: list[TopicPartition] = []
+        for tp, leader in leaders.items():
+            if leader == LEADER_DURING_DELETE:
+                if self.leaders.pop(tp, None) is not None:
+                    deleted.append(tp)
+            else:
+                self.leaders[tp] = leader
         self.live_brokers = sorted(live_brokers)
+        out: list[BrokerOutput] = []
+        if deleted and self.config.fetch_checks_metadata:
+            for tp in deleted:
+                out += self.fetch.wake(tp)
         if self.coordinators is not None:
             self.coordinators.set_leaders(self._offsets_leaders())
-            self._maybe_grow_topics(now_ms, self.coordinators)
+            if deleted:
+                self.coordinators.partitions_deleted(now_ms, deleted)
+            self._maybe_update_topics(now_ms, self.coordinators, deleted)
+        return out
 
-    def _maybe_grow_topics(self, now_ms: float, coordinators: CoordinatorHost) -> None:
-        """A topic grew (new partitions in the metadata): tell the group coordinators.
+    def _maybe_update_topics(
+        self, now_ms: float, coordinators: CoordinatorHost, deleted: Sequence[TopicPartition]
+    ) -> None:
+        """The metadata image changed (a topic grew, appeared or went): tell the coordinators.
 
-        A KIP-848 coordinator bumps the group epoch on its next heartbeat; a
-        classic coordinator does not use partition counts (its group leader
-        notices on a metadata refresh).
+        :attr:`partition_counts` (shared with the coordinator factory) is
+        updated in place. A KIP-848 coordinator refreshes its subscription
+        metadata on its next heartbeat (``onNewMetadataImage``, CK@4.1
+        ``GroupMetadataManager.java`` 5815-5856); a classic coordinator does
+        not use partition counts (its group leader notices on a metadata refresh).
+        This is the hook a coordinator's reaction to created and deleted topics
+        starts from (:meth:`emulator.modern.coordinator.GroupCoordinator.update_topics`).
         """
         counts: dict[str, int] = {}
         for t, p in self.leaders:
             if t != OFFSETS_TOPIC:
                 counts[t] = max(counts.get(t, 0), p + 1)
         grown = {t: n for t, n in counts.items() if n > self.partition_counts.get(t, 0)}
-        if not grown:
+        gone = {t for t, _ in deleted if t not in counts and t in self.partition_counts}
+        if not grown and not gone:
             return
         self.partition_counts.update(grown)
+        for t in gone:
+            del self.partition_counts[t]
         for coord in coordinators.coordinators.values():
             coord.update_topics(now_ms, dict(self.partition_counts))
+
+    def stop_replica(self, tps: Iterable[TopicPartition]) -> list[BrokerOutput]:
+        """``StopReplicaRequest`` with delete=true: drop the replicas of ``tps`` and their logs.
+
+        K@0.8.2.2 ``ReplicaManager.stopReplica`` (141-166): the follower stops
+        fetching, the partition and its log go. Produces waiting
+        on a dropped replica end uncommitted and fetches parked on it are
+        woken (answered UNKNOWN_TOPIC_OR_PARTITION once the metadata cache
+        dropped the partition, NOT_LEADER before).
+
+        Returns:
+            What the shell must do (produce acknowledgements, wake-ups).
+        """
+        out: list[BrokerOutput] = []
+        for tp in tps:
+            rep = self.replicas.pop(tp, None)
+            self.assignments.pop(tp, None)
+            if rep is None:
+                continue
+            self._followers_dirty = True
+            out += rep.fail_waiters()
+            out += self.fetch.wake(tp)
+        return out
 
     def metadata(self) -> dict[TopicPartition, int]:
         """``TopicMetadataRequest``: partition -> leader broker id (-1: none)."""

@@ -48,18 +48,49 @@ class LeaderMap:
         self._last_refresh = float("-inf")
         self._dead: set[int] = set()
         self._rr = 0
+        #: Topics the last answer lacked that were known before (deleted ones):
+        #: the fallback is not read for them.
+        self.absent: set[str] = set()
+        # Topics asked about while the last answer lacked them: the next
+        # refresh names them (a metadata request by topic, which may create them).
+        self._wanted: set[str] = set()
+        # The partition count of each topic of the last answer (None: no answer yet).
+        self._present: dict[str, int] | None = None
+        self._fallback_topics = {t for t, _ in fallback}
 
     # ------------------------------------------------------------------ reads
 
     def leader(self, tp: TopicPartition) -> int | None:
-        """The leader of ``tp`` as last known; ``None`` (and a refresh is due) if unknown."""
+        """The leader of ``tp`` as last known; ``None`` (and a refresh is due) if unknown.
+
+        A partition of a topic the last answer lacked is also remembered as
+        *wanted*: the next refresh asks for its topic by name (:meth:`take_wanted`).
+        """
         b = self.leaders.get(tp)
-        if b is None:  # partitions added since: the owner may have put them in the fallback
+        if b is None and tp[0] not in self.absent:
+            # partitions added since: the owner may have put them in the fallback
             b = self._fallback.get(tp)
         if b is None or b < 0:
             self.stale = True
+            if self._present is None or tp[0] not in self._present:
+                self._wanted.add(tp[0])
             return None
         return b
+
+    def topic_partitions(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has as last answered; ``None``: not in the answer.
+
+        Before any answer, the fallback's count (the run's starting metadata).
+        """
+        if self._present is not None:
+            return self._present.get(topic)
+        count = max((p + 1 for t, p in self._fallback if t == topic), default=0)
+        return count or None
+
+    def take_wanted(self) -> list[str]:
+        """The topics to name in the next metadata request (sorted); forgotten once taken."""
+        wanted, self._wanted = sorted(self._wanted), set()
+        return wanted
 
     def by_leader(
         self, tps: Iterable[TopicPartition]
@@ -125,6 +156,19 @@ class LeaderMap:
         return [b for b in order if b not in self._dead] + [b for b in order if b in self._dead]
 
     def answered(self, leaders: Mapping[TopicPartition, int]) -> None:
-        """A broker answered the refresh with its leader map."""
-        self.update(leaders)
+        """A broker answered the refresh with its leader map (its whole metadata cache).
+
+        The answer replaces the map: a partition it lacks is unknown again (a
+        deleted topic's, or a topic re-created with fewer partitions). A topic
+        known before (here or in the fallback) that it lacks is
+        :attr:`absent` until an answer has it again.
+        """
+        before = set(self._present) if self._present is not None else {t for t, _ in self.leaders}
+        present: dict[str, int] = {}
+        for t, p in leaders:
+            if p >= present.get(t, 0):
+                present[t] = p + 1
+        self.absent = (self.absent | before | self._fallback_topics) - present.keys()
+        self._present = present
+        self.leaders = dict(leaders)
         self.stale = False

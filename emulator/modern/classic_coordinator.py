@@ -68,7 +68,7 @@ import itertools
 import random
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, NamedTuple, TypeVar
 
@@ -321,6 +321,17 @@ class ClassicGroupCoordinator(GroupCoordinator):
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """The group's committed offsets (the emulated ``__consumer_offsets`` content)."""
         return dict(self._offsets)
+
+    def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
+        """Deleted partitions: their offsets are tombstoned (``removeOffsets``).
+
+        K@3.9 ``GroupCoordinator.handleDeletedPartitions`` (1153-1157) ->
+        ``GroupMetadataManager.cleanupGroupMetadata`` (863-930). Not modelled:
+        an Empty group left without offsets becoming Dead (it stays Empty here).
+        """
+        self._now = now_ms
+        for tp in partitions:
+            self._offsets.pop(tp, None)
 
     def rebalance_timeout_ms(self) -> int:
         """``GroupMetadata.rebalanceTimeoutMs``: the largest member rebalance timeout."""

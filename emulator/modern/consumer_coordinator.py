@@ -509,6 +509,16 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         self._topics = dict(topics)
         self._metadata_expired = True
 
+    def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
+        """Deleted partitions: their offsets are tombstoned.
+
+        CK@4.1 ``OffsetMetadataManager.onPartitionsDeleted`` (1063-1099), called
+        through ``GroupCoordinatorService.onPartitionsDeleted`` (2115-2129).
+        """
+        self._now = now_ms
+        for tp in partitions:
+            self.committed.pop(tp, None)
+
     def set_unavailable(self, error: Errors | None) -> None:
         """Answer every group request with ``error`` (e.g. NOT_COORDINATOR), or stop doing so."""
         if error is not None and error not in (

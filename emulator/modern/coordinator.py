@@ -14,7 +14,7 @@ a no-op default here instead of being probed for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from emulator.modern.messages import Emit, GroupRequest, GroupResponse, TopicPartition
@@ -26,7 +26,7 @@ CoordinatorOutput = GroupResponse | Emit
 class GroupCoordinator(Protocol):
     """The coordinator of one group, as a broker drives it.
 
-    The first four methods are required; :meth:`unload` and
+    The first five methods are required; :meth:`unload` and
     :meth:`update_topics` are capabilities of one protocol each, with no-op
     defaults for the other.
     """
@@ -58,6 +58,15 @@ class GroupCoordinator(Protocol):
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """The group's committed offsets (what its ``__consumer_offsets`` partition holds)."""
+        ...
+
+    def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
+        """The partitions were deleted: their committed offsets go (tombstones).
+
+        ``onPartitionsDeleted`` (K@3.9 ``GroupCoordinator.handleDeletedPartitions``
+        1153-1157 -> ``GroupMetadataManager.cleanupGroupMetadata`` 863-930;
+        CK@4.1 ``OffsetMetadataManager.onPartitionsDeleted`` 1063-1099).
+        """
         ...
 
     def unload(self, now_ms: float) -> list[CoordinatorOutput]:

@@ -14,6 +14,7 @@ class Errors(enum.Enum):
     """A Kafka error: ``(code, retriable)``; ``name`` is Kafka's name."""
 
     NONE = (0, False)
+    UNKNOWN_TOPIC_OR_PARTITION = (3, True)  # an InvalidMetadataException
     COORDINATOR_LOAD_IN_PROGRESS = (14, True)
     COORDINATOR_NOT_AVAILABLE = (15, True)
     NOT_COORDINATOR = (16, True)

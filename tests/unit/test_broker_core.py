@@ -9,7 +9,7 @@ leader changes and fencing, and the hosting of group coordinators.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import pytest
 
@@ -17,6 +17,7 @@ from emulator.broker.coordinators import CoordinatorHost
 from emulator.broker.isr import IsrWrite, WriteResult
 from emulator.broker.messages import (
     NOT_LEADER,
+    UNKNOWN_TOPIC_OR_PARTITION,
     AckProduce,
     BrokerOutput,
     ExpandIsr,
@@ -136,12 +137,13 @@ def test_the_hw_never_goes_backwards() -> None:
     assert b.rm.replicas[TP].hw == 8
 
 
-def test_a_produce_to_a_follower_or_an_unknown_partition_is_not_leader() -> None:
+def test_a_produce_to_a_follower_is_not_leader_and_to_an_unknown_partition_unknown() -> None:
     b = Broker(broker_id=1)
     b.rm.leader_and_isr(0.0, {TP: (0, 0, (0, 1), 0, 1)}, [0, 1], {TP: [0, 1]})
     step = b.rm.produce({TP: 5, ("other", 0): 5})
     assert step.pending == {}
-    assert step.answers == {TP: (NOT_LEADER, NOT_LEADER), ("other", 0): (NOT_LEADER, NOT_LEADER)}
+    unknown = (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION)
+    assert step.answers == {TP: (NOT_LEADER, NOT_LEADER), ("other", 0): unknown}
 
 
 def test_a_timed_out_produce_is_no_longer_acked() -> None:
@@ -558,6 +560,10 @@ class Recording(GroupCoordinator):
     def committed_offsets(self) -> dict[TopicPartition, int]:
         return dict(self.committed)
 
+    def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.committed.pop(tp, None)
+
 
 class Growing(Recording):
     def __init__(self, committed: Mapping[TopicPartition, int] | None) -> None:
@@ -615,6 +621,7 @@ def test_an_accepted_commit_is_appended_and_wakes_the_followers_parked_fetch() -
     b = Broker(coordinators=host)
     otp = (OFFSETS_TOPIC, 0)
     b.lead(otp, isr=(0, 1))
+    b.rm.leaders[TP] = 2  # the committed partition is in the metadata cache (led elsewhere)
     wait = b.rm.replica_fetch(0.0, 1, {otp: 0}, REPLICA_WAIT_MS).wait
     assert wait is not None  # nothing committed yet: parked
     answers, out = b.rm.group_exchange(

@@ -85,6 +85,13 @@ class _Run:
     def add_partitions(self, topic: str, total: int) -> None:
         self.did.append(("add_partitions", topic, total))
 
+    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+        self.did.append(("create_topic", topic, partitions, replication_factor))
+
+    def delete_topic(self, topic: str) -> bool:
+        self.did.append(("delete_topic", topic))
+        return len([d for d in self.did if d == ("delete_topic", topic)]) == 1
+
 
 @pytest.fixture
 def log(tmp_path: Path) -> Iterator[EventWriter]:
@@ -114,10 +121,11 @@ def test_every_planned_action_has_a_handler() -> None:
     assert not set(HANDLERS) & NOT_CARRIED_OUT
 
 
-@pytest.mark.parametrize("action", sorted(NOT_CARRIED_OUT))
 def test_an_action_not_carried_out_yet_is_skipped_with_a_note(
-    log: EventWriter, action: str
+    log: EventWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    action = "create_topic"
+    monkeypatch.setattr(timeline, "NOT_CARRIED_OUT", frozenset({action}))
     run = _Run()
     planned = PlannedAction(4.0, action, topic="t2", partitions=3, replication_factor=1)
     timeline.apply(run, planned, LAUNCH, log)
@@ -226,3 +234,42 @@ def test_a_burst_join_is_recorded_as_given(log: EventWriter) -> None:
         "c-4",
         "g",
     )
+
+
+def _scenario(delete_topic_enable: bool) -> Any:
+    settings = SimpleNamespace(delete_topic_enable=delete_topic_enable)
+    return SimpleNamespace(group=SimpleNamespace(id="g"), broker_settings=lambda _p: settings)
+
+
+def test_create_topic_goes_to_the_run_as_the_admin_tool_would(log: EventWriter) -> None:
+    run = _Run()
+    planned = PlannedAction(4.0, "create_topic", topic="t2", partitions=3, replication_factor=2)
+    timeline.apply(run, planned, LAUNCH, log)
+    assert run.did == [("create_topic", "t2", 3, 2)] and run.notes == []
+    events = _events(log)
+    assert [(e["kind"], e["reason"]) for e in events] == [("fault_injected", "create_topic")]
+
+
+def test_delete_topic_with_deletion_enabled_leaves_the_rest_to_the_controller(
+    log: EventWriter,
+) -> None:
+    run = _Run()
+    run.scenario = _scenario(True)
+    timeline.apply(run, PlannedAction(6.0, "delete_topic", topic="t2"), LAUNCH, log)
+    assert run.did == [("delete_topic", "t2")] and run.notes == []
+    assert [e["kind"] for e in _events(log)] == ["fault_injected"]
+
+
+def test_delete_topic_with_deletion_disabled_is_logged_as_ignored(log: EventWriter) -> None:
+    run = _Run("zookeeper")
+    run.scenario = _scenario(False)
+    for at in (6.0, 7.0):
+        timeline.apply(run, PlannedAction(at, "delete_topic", topic="t2"), LAUNCH, log)
+    assert run.did == [("delete_topic", "t2"), ("delete_topic", "t2")]
+    assert len(run.notes) == 1 and "delete.topic.enable is false" in run.notes[0]
+    ignored = [
+        (e["topic"], e["state"], e["reason"])
+        for e in _events(log)
+        if e["kind"] == "topic_deletion_requested"
+    ]
+    assert ignored == [("t2", "ignored", "marker"), ("t2", "ignored", "already_marked")]
