@@ -258,7 +258,7 @@ class HostFaults:
                 subscription={t: streams for t in new_topics},
                 topic_pattern=topic_pattern,
                 topic_filter=topic_filter,
-                pattern_streams=streams,
+                pattern_streams=streams if topic_pattern is not None else spec.pattern_streams,
             )
             core.specs[name] = new
             if isinstance(member, ModernShell):
