@@ -641,13 +641,18 @@ class ConsumerMember:
             and not self._app_busy
         ):
             out.extend(self._reconcile_step())  # the listener's turn came (poll())
-        out.extend(self._heartbeat_poll())
+        # The commit before the heartbeat: the network thread polls the commit
+        # request manager before the heartbeat's (K@3.7 RequestManagers 73-75,
+        # ConsumerNetworkThread.runOnce), and both go on one connection, so an
+        # auto-commit due with a heartbeat that acknowledges a new epoch carries
+        # (and is judged by) the epoch it was made with.
         if (
             self._auto_commit_at is not None
             and now >= self._auto_commit_at
             and self._can_auto_commit()
         ):
             out.extend(self._auto_commit())
+        out.extend(self._heartbeat_poll())
         return out
 
     def _needs_coordinator(self) -> bool:
