@@ -711,11 +711,6 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         self._validate(req)
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(req, out)
-        regex_in = req.subscribed_topic_regex
-        if regex_in and regex_in not in self._regex_subscribers:
-            # A regex new to the group must compile (throwIfRegularExpressionIsInvalid,
-            # reached only for such a regex); checked before anything changes.
-            self._throw_if_regex_invalid(regex_in)
         create = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         owned = None if req.topic_partitions is None else frozenset(req.topic_partitions)
         if len(self.members) >= self.max_size and (
@@ -726,6 +721,13 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 f"The consumer group has reached its maximum capacity of {self.max_size} members.",
             )
         member_id = req.member_id or self._new_member_id()
+        regex_in = req.subscribed_topic_regex
+        if regex_in and regex_in not in self._regex_subscribers:
+            # A regex new to the group must compile (throwIfRegularExpressionIsInvalid,
+            # reached only for such a regex). Checked before the member is looked up
+            # (Kafka: after), so that a static replacement is never half done; a
+            # request with an invalid new regex and a bad epoch gets this error first.
+            self._throw_if_regex_invalid(regex_in)
         if req.instance_id is None:
             member, joined = self._dynamic_member(member_id, req.member_epoch, owned, create)
         else:
@@ -1137,7 +1139,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         """``lastResolvedRegularExpressionRefreshTimeMs`` (``Long.MIN_VALUE`` when none).
 
         The regexes are always resolved together, so any one's timestamp is the
-        group's (CK@4.1 ``ConsumerGroup`` 493-504).
+        group's (CK@4.1 ``ConsumerGroup`` 492-504).
         """
         if not self.resolved_regexes:
             return -math.inf
