@@ -393,6 +393,7 @@ class HostCore:
             corr_start=(spec.index + 1) * 1_000_000_000 + self.restarts[spec.name] * 10_000_000,
             seed=self.config.seed,
             rebalance_listener=self.config.rebalance_listener,
+            topic_pattern=spec.topic_pattern,
         )
         return self.attach_modern(spec, machine, broker_ids)
 

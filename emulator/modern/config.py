@@ -88,6 +88,17 @@ REGEX_PERIODIC_REFRESH_SINCE: Final = (4, 1)
 ``group.consumer.regex.refresh.interval.ms``; 4.0 refreshes only for an unresolved
 regex or a new topic."""
 
+REGEX_REMOVAL_BUMPS_SINCE: Final = (4, 1)
+"""A member that drops its regex (``SubscribedTopicRegex`` ``""``) bumps the group epoch
+at once from 4.1 (CK@4.1 ``GroupMetadataManager.maybeUpdateRegularExpressions`` 3172-3174);
+4.0 has no such branch (CK@4.0 2400-2425), so the change waits for some other bump."""
+
+KIP848_REBALANCE_COMMIT_UNKNOWN_TOPIC_FATAL_SINCE: Final = (3, 8)
+"""KAFKA-16224 (apache/kafka#15581): the KIP-848 client's auto-commit before a
+revocation no longer retries UNKNOWN_TOPIC_OR_PARTITION (a deleted topic), so the
+revocation goes on at once (K@3.8 ``CommitRequestManager`` 329; CK@4.1 321-360).
+3.7 retried it until the rebalance timeout ran out."""
+
 
 def assignor_name(value: str) -> str:
     """Map a ``partition.assignment.strategy`` entry to the assignor's ``name()``.
@@ -361,6 +372,14 @@ class Kip848ConsumerConfig:
             ``PollEvent``, before ``poll()`` moves any position). Before 4.0 the
             background thread auto-committed ``allConsumed()`` whenever the
             interval ran out, records handed out but not processed included.
+        broker_regex: the client is Kafka 4.0 or later (:data:`KIP848_REGEX_SINCE`):
+            ``subscribe(SubscriptionPattern)`` sends the pattern as
+            ``SubscribedTopicRegex`` (ConsumerGroupHeartbeat v1) for the
+            coordinator to resolve. Before, there is no such field.
+        rebalance_commit_unknown_topic_fatal: the client is 3.8 or later
+            (:data:`KIP848_REBALANCE_COMMIT_UNKNOWN_TOPIC_FATAL_SINCE`): the commit
+            before a revocation gives up on UNKNOWN_TOPIC_OR_PARTITION instead of
+            retrying it until the rebalance timeout.
     """
 
     group_instance_id: str | None = None
@@ -373,6 +392,8 @@ class Kip848ConsumerConfig:
     retry_backoff_max_ms: int = default_int("retry.backoff.max.ms", _CONSUMER)
     request_timeout_ms: int = default_int("request.timeout.ms", _CONSUMER)
     commit_on_poll: bool = False
+    broker_regex: bool = False
+    rebalance_commit_unknown_topic_fatal: bool = True
 
     @classmethod
     def from_kafka(
@@ -434,6 +455,10 @@ class Kip848ConsumerConfig:
             retry_backoff_max_ms=get_int("retry.backoff.max.ms", default("retry.backoff.max.ms")),
             request_timeout_ms=get_int("request.timeout.ms", default("request.timeout.ms")),
             commit_on_poll=kafka_version_at_least(version, KIP848_COMMIT_ON_POLL_SINCE),
+            broker_regex=kafka_version_at_least(version, KIP848_REGEX_SINCE),
+            rebalance_commit_unknown_topic_fatal=kafka_version_at_least(
+                version, KIP848_REBALANCE_COMMIT_UNKNOWN_TOPIC_FATAL_SINCE
+            ),
         )
         if cfg.retry_backoff_max_ms < cfg.retry_backoff_ms:
             raise ValueError("retry.backoff.max.ms must be >= retry.backoff.ms")

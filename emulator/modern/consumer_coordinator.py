@@ -39,14 +39,53 @@ What it reproduces:
   current member epoch (``STALE_MEMBER_EPOCH``) and an existing member id
   (``UNKNOWN_MEMBER_ID``); a request with a negative epoch and no member is
   accepted when the group is empty (commit) or always (fetch, admin).
+* **Topics come and go (issue-19 facts C3, C4).** :meth:`update_topics` is a
+  new metadata image (``onNewMetadataImage``, CK@4.1 ``GroupMetadataManager``
+  5815-5856): the next heartbeat of any member recomputes the subscription
+  metadata from it (``hasMetadataExpired``); a created, grown or deleted
+  subscribed topic changes it, so the group epoch goes up and the new target
+  assignment leaves a deleted topic out. Its partitions then leave their
+  owners as any revocation does (``CurrentAssignmentBuilder``: pending
+  revocation until the member stops reporting them); the offsets go through
+  :meth:`delete_offsets`.
+* **Regex subscriptions (Kafka 4.0+, issue-19 facts C1-C2).** A member may
+  subscribe with ``SubscribedTopicRegex`` (RE2/J: :mod:`emulator.topic_regex`,
+  RE2/J 1.7 in 4.0 and 1.8 from 4.1). ``maybeUpdateRegularExpressions``
+  (CK@4.1 3131-3230; CK@4.0 2385-2478) runs on every heartbeat: a regex new to
+  the group must compile (else ``INVALID_REGULAR_EXPRESSION``, ``Utils``
+  337-347) and asks for a resolution; one already resolved for other members
+  bumps the group epoch; dropping a regex bumps it from 4.1 only. A
+  resolution of all the group's regexes is started when none is running, the
+  last one is more than ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS`` (10 s) old, and
+  a regex is unresolved, or topics were created since the image the last
+  resolution read, or (4.1, KAFKA-18961) the last one is older than
+  ``group.consumer.regex.refresh.interval.ms``. The resolution is an
+  asynchronous executor task (``refreshRegularExpressions`` 3249-3304): it
+  runs :attr:`ConsumerGroupCoordinator.regex_resolution_ms` after the
+  heartbeat that scheduled it, from :meth:`poll`, against the image of that
+  moment, a full match over every topic name, internal topics included
+  (``__consumer_offsets``). Its result (``handleRegularExpressionsResult``
+  3354-3439) bumps the group epoch when a regex's topics or the subscription
+  metadata changed; the next heartbeat computes the new target assignment.
+  A member's subscription is its names plus its regex's resolved topics
+  (``TargetAssignmentBuilder`` 159-170), so a member whose regex is not
+  resolved yet gets its epoch but no partitions. A regex loses its resolution
+  when its last member leaves it or is fenced (``maybeDeleteResolvedRegularExpressions``
+  4287-4306); a deleted topic stays in a resolution until the next one
+  ("cleaned up on the next refresh", 5826-5829) but is no longer assigned.
 
 Events (the records Kafka would write, as :class:`~emulator.modern.messages.Emit`):
 MEMBER_JOINED (reason ``new``, ``rejoin`` or ``static_replace``), MEMBER_REMOVED
 (``leave``, ``session_timeout``, ``rebalance_timeout`` or ``static_replace``),
 TARGET_ASSIGNMENT for each member whose target changed, and
 GROUP_STATE_CHANGED whenever the state or the group epoch moves (reason
-``join``, ``heartbeat``, ``leave``, ``static_leave``, ``session_timeout`` or
-``rebalance_timeout``; a static member's -2 leave shows only there).
+``join``, ``heartbeat``, ``leave``, ``static_leave``, ``session_timeout``,
+``rebalance_timeout`` or ``regex_resolved``; a static member's -2 leave shows
+only there). A resolution writes TOPIC_PATTERN_RESOLVED per regex (the
+``ResolvedRegularExpression`` record): ``pattern``, ``topics``, ``broker`` (the
+resolver), ``reason`` (why it ran: ``new_regex``, ``unresolved``,
+``new_topics`` or ``periodic``), ``group_epoch`` after it, ``detail``
+``version=<image> changed=<bool>``.
 
 Emulator choices (not Kafka), each named where it applies:
 
@@ -59,7 +98,17 @@ Emulator choices (not Kafka), each named where it applies:
   ``random.Random``;
 * a request for another group is answered ``NOT_COORDINATOR``, and
   :meth:`set_unavailable` makes the coordinator answer every request with a
-  coordinator error, to exercise rediscovery.
+  coordinator error, to exercise rediscovery;
+* the metadata image's version is a count of the images this coordinator
+  saw (Kafka: the image's last contained offset), and a metadata change
+  expires the subscription metadata of every group, not only of the groups
+  subscribed to the changed topics (the outcome is the same: a group whose
+  subscribed topics did not change keeps its epoch);
+* the regex executor's delay (:attr:`ConsumerGroupCoordinator.regex_resolution_ms`,
+  default 0: the next :meth:`poll`) stands for the executor thread's scan
+  and the write operation that applies its result;
+* a ``SubscribedTopicRegex`` sent to a coordinator before 4.0 (which has no
+  v1) is answered ``UNSUPPORTED_VERSION``.
 """
 
 from __future__ import annotations
@@ -73,8 +122,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from emulator.events import EventKind, format_partitions
-from emulator.kafka_keys import kafka_version_at_least
+from emulator.events import EventKind, format_partitions, format_topics
+from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, kafka_version_at_least
 from emulator.modern.assignors import (
     GroupSpec,
     MemberSpec,
@@ -82,7 +131,13 @@ from emulator.modern.assignors import (
     UniformAssignor,
     server_assignor,
 )
-from emulator.modern.config import UNIFORM_STABLE_QUOTA_SINCE, GroupCoordinatorConfig
+from emulator.modern.config import (
+    KIP848_REGEX_SINCE,
+    REGEX_BATCH_REFRESH_MIN_INTERVAL_MS,
+    REGEX_REMOVAL_BUMPS_SINCE,
+    UNIFORM_STABLE_QUOTA_SINCE,
+    GroupCoordinatorConfig,
+)
 from emulator.modern.coordinator import GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -102,6 +157,8 @@ from emulator.modern.messages import (
     OffsetFetchResponse,
     TopicPartition,
 )
+from emulator.modern.placement import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
+from emulator.topic_regex import Re2jVersion, TopicRegexError, compile_pattern, re2j_version_for
 
 Output = GroupResponse | Emit
 
@@ -111,6 +168,8 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
 DEFAULT_ASSIGNORS = ("uniform", "range")
 DEFAULT_MAX_SIZE = 2**31 - 1
 NO_PARTITION_EPOCH = -1
+RELEASE_DEFAULT = -1
+"""``regex_refresh_interval_ms`` = this: the Kafka release's own (600000 from 4.1, none before)."""
 
 
 class GroupState(enum.StrEnum):
@@ -152,7 +211,9 @@ class GroupMember:
         previous_member_epoch: the epoch before the last change.
         state: the reconciliation state.
         rebalance_timeout_ms: how long it may take to revoke.
-        subscribed_topic_names: its subscription.
+        subscribed_topic_names: its subscription by names.
+        subscribed_topic_regex: its ``SubscribedTopicRegex`` (None: none; Kafka
+            4.0+), resolved by the coordinator.
         server_assignor: the assignor it asked for, if any.
         assigned: partitions it is assigned (its current assignment).
         pending_revocation: partitions it must revoke before it moves on.
@@ -166,6 +227,7 @@ class GroupMember:
     state: MemberState = MemberState.STABLE
     rebalance_timeout_ms: int = -1
     subscribed_topic_names: frozenset[str] = frozenset()
+    subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     assigned: frozenset[TopicPartition] = frozenset()
     pending_revocation: frozenset[TopicPartition] = frozenset()
@@ -300,6 +362,35 @@ class _Timer:
     cancelled: bool = field(compare=False, default=False)
 
 
+# --------------------------------------------------------------------- regexes
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """``ResolvedRegularExpression``: what one regex matched, in which image, and when.
+
+    Attributes:
+        topics: the topic names it matched (a full match, internal topics included).
+        version: the metadata image it read (:meth:`ConsumerGroupCoordinator.update_topics`
+            counts them).
+        timestamp_ms: when the resolution started (the group's last refresh).
+    """
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: float
+
+
+@dataclass(frozen=True)
+class _RegexTask:
+    """The ``<group>-regex`` task in the coordinator's executor: scheduled, not yet applied."""
+
+    due_ms: float
+    started_ms: float
+    regexes: frozenset[str]
+    reason: str
+
+
 # ------------------------------------------------------------------ coordinator
 
 
@@ -323,6 +414,17 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             heartbeat runs it, so a burst of joins costs one assignment per
             interval instead of one per join. 0 = run it on every such
             heartbeat, as before 4.3.
+        kafka_version: the broker's release: regexes from 4.0 (RE2/J 1.7;
+            1.8 from 4.1), and from 4.1 a dropped regex bumps the group epoch.
+        regex_refresh_interval_ms: ``group.consumer.regex.refresh.interval.ms``
+            (None: no periodic refresh, as before 4.1; :data:`RELEASE_DEFAULT`:
+            the release's own).
+        internal_topics: partition counts of the internal topics
+            (``__consumer_offsets``): part of the image a regex is matched
+            against, not of the topics a name subscription sees changing.
+        regex_resolution_ms: how long after the heartbeat that scheduled it
+            the regex task's result is applied (an emulator knob; 0: the next
+            :meth:`poll`).
 
     Attributes:
         group_epoch: the group epoch (0 until the first member joins).
@@ -333,6 +435,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         subscription_metadata: partition count of every subscribed, existing topic.
         committed: the committed offsets (also :meth:`committed_offsets`).
         state: the :class:`GroupState` after the last input.
+        resolved_regexes: regex -> its last resolution (``resolvedRegularExpressions``).
     """
 
     def __init__(
@@ -348,9 +451,38 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         max_size: int = DEFAULT_MAX_SIZE,
         assignor_lookup: Callable[[str], ServerAssignor] | None = None,
         assignment_interval_ms: int = 0,
+        kafka_version: str = DEFAULT_KAFKA_VERSION,
+        regex_refresh_interval_ms: int | None = RELEASE_DEFAULT,
+        internal_topics: Mapping[str, int] | None = None,
+        regex_resolution_ms: float = 0.0,
     ) -> None:
         self.group_id = group_id
         self.assignment_interval_ms = assignment_interval_ms
+        self.kafka_version = kafka_version
+        self._re2j: Re2jVersion | None = (
+            re2j_version_for(kafka_version)
+            if kafka_version_at_least(kafka_version, KIP848_REGEX_SINCE)
+            else None
+        )
+        self._regex_removal_bumps = kafka_version_at_least(kafka_version, REGEX_REMOVAL_BUMPS_SINCE)
+        if regex_refresh_interval_ms == RELEASE_DEFAULT:
+            regex_refresh_interval_ms = GroupCoordinatorConfig.for_version(
+                kafka_version
+            ).regex_refresh_interval_ms
+        self.regex_refresh_interval_ms = regex_refresh_interval_ms
+        self.regex_resolution_ms = regex_resolution_ms
+        self._internal_topics: dict[str, int] = dict(internal_topics or {})
+        # The metadata image's version, and the last one that created topics
+        # (lastMetadataImageWithNewTopics, set to the first image's).
+        self._image_version = 0
+        self._last_image_with_new_topics = 0
+        # Members per regex (subscribedRegularExpressions: no zero entries),
+        # kept by _put_member and _remove_member.
+        self._regex_subscribers: dict[str, int] = {}
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        # Resolutions per topic name (SubscriptionCount.byRegexCount).
+        self._regex_topics: Counter[str] = Counter()
+        self._regex_task: _RegexTask | None = None
         self._last_assignment_ms = -math.inf
         self.node_id = node_id
         self.session_timeout_ms = session_timeout_ms
@@ -400,16 +532,18 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         rng: random.Random,
         node_id: int = 0,
         assignor_lookup: Callable[[str], ServerAssignor] | None = None,
+        internal_topics: Mapping[str, int] | None = None,
     ) -> ConsumerGroupCoordinator:
         """A coordinator with the broker's ``group.consumer.*`` settings.
 
         Args:
             group_id: the group.
-            config: the broker's group-coordinator settings.
+            config: the broker's group-coordinator settings (and release).
             topics: partition count of every existing topic.
             rng: the seeded generator for member ids.
             node_id: the hosting broker.
             assignor_lookup: finds a server assignor by name (default: the registry).
+            internal_topics: partition counts of the internal topics.
         """
         return cls(
             group_id,
@@ -422,6 +556,9 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             max_size=config.group_consumer_max_size,
             assignor_lookup=assignor_lookup,
             assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+            kafka_version=config.kafka_version,
+            regex_refresh_interval_ms=config.regex_refresh_interval_ms,
+            internal_topics=internal_topics,
         )
 
     # ------------------------------------------------------------------ inputs
@@ -479,7 +616,8 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         }.get(request.member_epoch, "heartbeat")
 
     def poll(self, now_ms: float) -> list[Output]:
-        """Fire every timer due at ``now_ms`` (session and rebalance timeouts)."""
+        """Fire every timer due at ``now_ms`` (session and rebalance timeouts), then
+        apply the regex task's result if it is due."""
         self._now = now_ms
         out: list[Output] = []
         while self._timers and self._timers[0].deadline <= now_ms:
@@ -495,19 +633,42 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             elif member.member_epoch == timer.epoch:
                 self._fence(member, "rebalance_timeout", out)
             out.extend(self._state_events(timer.kind + "_timeout"))
+        task = self._regex_task
+        if task is not None and task.due_ms <= now_ms:
+            self._regex_task = None
+            self._apply_regex_task(task, out)
+            out.extend(self._state_events("regex_resolved"))
         return out
 
     def next_deadline(self) -> float | None:
         """When :meth:`poll` next has work, if ever."""
         while self._timers and self._timers[0].cancelled:
             heapq.heappop(self._timers)
-        return self._timers[0].deadline if self._timers else None
+        deadline = self._timers[0].deadline if self._timers else None
+        task = self._regex_task
+        if task is not None and (deadline is None or task.due_ms < deadline):
+            return task.due_ms
+        return deadline
 
     def update_topics(self, now_ms: float, topics: Mapping[str, int]) -> None:
-        """A new metadata image: the next heartbeat refreshes the subscription metadata."""
+        """A new metadata image (``onNewMetadataImage``, CK@4.1 5815-5856).
+
+        The next heartbeat recomputes the subscription metadata
+        (``requestMetadataRefresh``): a subscribed topic created, grown or
+        deleted bumps the group epoch then. A created topic also arms a regex
+        resolution (``lastMetadataImageWithNewTopics``); a deleted one does not.
+        """
         self._now = now_ms
+        self._image_version += 1
+        if any(t not in self._topics for t in topics):
+            self._last_image_with_new_topics = self._image_version
         self._topics = dict(topics)
         self._metadata_expired = True
+
+    @property
+    def regex_task_due(self) -> float | None:
+        """When the scheduled regex resolution's result is applied (None: none scheduled)."""
+        return None if self._regex_task is None else self._regex_task.due_ms
 
     def delete_offsets(self, now_ms: float, partitions: Iterable[TopicPartition]) -> None:
         """Deleted partitions: their offsets are tombstoned.
@@ -560,6 +721,13 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 f"The consumer group has reached its maximum capacity of {self.max_size} members.",
             )
         member_id = req.member_id or self._new_member_id()
+        regex_in = req.subscribed_topic_regex
+        if regex_in and regex_in not in self._regex_subscribers:
+            # A regex new to the group must compile (throwIfRegularExpressionIsInvalid,
+            # reached only for such a regex). Checked before the member is looked up
+            # (Kafka: after), so that a static replacement is never half done; a
+            # request with an invalid new regex and a bad epoch gets this error first.
+            self._throw_if_regex_invalid(regex_in)
         if req.instance_id is None:
             member, joined = self._dynamic_member(member_id, req.member_epoch, owned, create)
         else:
@@ -583,6 +751,8 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             if req.subscribed_topic_names is not None
             else member.subscribed_topic_names
         )
+        # "" removes the regex (stored as None, subscribedTopicRegexOrNull).
+        regex = (regex_in or None) if regex_in is not None else member.subscribed_topic_regex
         unchanged = (
             joined is None
             and instance_id == member.instance_id
@@ -590,6 +760,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             and rebalance_timeout_ms == member.rebalance_timeout_ms
             and server_assignor == member.server_assignor
             and subscribed == member.subscribed_topic_names
+            and regex == member.subscribed_topic_regex
         )
         # A plain heartbeat (the client sends only what changed) leaves the
         # member as it is: no copy, and its partition epochs stay put.
@@ -603,10 +774,15 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 server_assignor=server_assignor,
                 subscribed_topic_names=subscribed,
+                subscribed_topic_regex=regex,
             )
         )
         subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         bump = self.group_epoch == 0 or subscription_changed
+        if updated.subscribed_topic_regex != member.subscribed_topic_regex or (
+            self._regex_subscribers
+        ):
+            bump = self._maybe_update_regexes(member, updated) or bump
         group_epoch = self.group_epoch
         if bump or self._metadata_expired:
             metadata = self._subscription_metadata(replacing=(member.member_id, updated))
@@ -641,7 +817,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 partition_epoch=self._partition_epoch,
                 owned=owned,
                 subscribed_topics=frozenset(
-                    t for t in updated.subscribed_topic_names if t in self._topics
+                    t for t in self._member_topics(updated) if self._exists(t)
                 ),
                 has_subscription_changed=subscription_changed,
             )
@@ -675,7 +851,11 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         )
 
     def _validate(self, req: ConsumerGroupHeartbeatRequest) -> None:
-        """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (v0: server-side member ids)."""
+        """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (v0: server-side member ids).
+
+        From 4.0 (CK@4.1 ``GroupCoordinatorService`` 406-442) a joining member may
+        send an empty list of names, or a regex instead of names.
+        """
 
         def invalid(message: str) -> ProtocolError:
             return ProtocolError(Errors.INVALID_REQUEST, message)
@@ -690,13 +870,26 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             raise invalid("InstanceId can't be empty.")
         if req.rack_id is not None and not req.rack_id.strip():
             raise invalid("RackId can't be empty.")
+        if req.subscribed_topic_regex is not None and self._re2j is None:
+            raise ProtocolError(
+                Errors.UNSUPPORTED_VERSION,
+                "SubscribedTopicRegex needs ConsumerGroupHeartbeat v1 (Kafka 4.0+); "
+                f"this broker is Kafka {self.kafka_version}.",
+            )
         if req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if req.rebalance_timeout_ms == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if req.topic_partitions is None or req.topic_partitions:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not req.subscribed_topic_names:
-                raise invalid("SubscribedTopicNames must be set in first request.")
+            if self._re2j is None:
+                if not req.subscribed_topic_names:
+                    raise invalid("SubscribedTopicNames must be set in first request.")
+            elif req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                # 4.0+ (GroupCoordinatorService 428-433): an empty list or regex is accepted.
+                raise invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                    "when (re-)joining."
+                )
         elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if req.instance_id is None:
                 raise invalid("InstanceId can't be null.")
@@ -908,6 +1101,200 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         wanted = req.partitions or tuple(sorted(self.committed))
         return OffsetFetchResponse(req.corr, offsets={tp: self.committed.get(tp) for tp in wanted})
 
+    # ----------------------------------------------------------------- regexes
+
+    def _throw_if_regex_invalid(self, regex: str) -> None:
+        """``Utils.throwIfRegularExpressionIsInvalid`` (CK@4.1 337-347): RE2/J must compile it."""
+        assert self._re2j is not None  # _validate refused a regex before 4.0
+        try:
+            compile_pattern(regex, "re2j", re2j_version=self._re2j)
+        except TopicRegexError as err:
+            raise ProtocolError(
+                Errors.INVALID_REGULAR_EXPRESSION,
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {err.reason}.",
+            ) from None
+
+    def _count_regex(self, regex: str, delta: int) -> None:
+        """``subscribedRegularExpressions`` with ``incValue``/``decValue`` (no zero entries)."""
+        n = self._regex_subscribers.get(regex, 0) + delta
+        if n > 0:
+            self._regex_subscribers[regex] = n
+        else:
+            self._regex_subscribers.pop(regex, None)
+
+    def _drop_resolution(self, regex: str) -> None:
+        """The regex's tombstone: its resolution goes, and its topics' regex counts."""
+        old = self.resolved_regexes.pop(regex, None)
+        if old is not None:
+            self._regex_topics.subtract(old.topics)
+            self._regex_topics = +self._regex_topics
+
+    def _set_resolution(self, regex: str, resolved: ResolvedRegex) -> None:
+        """``ConsumerGroup.updateResolvedRegularExpression``."""
+        self._drop_resolution(regex)
+        self.resolved_regexes[regex] = resolved
+        self._regex_topics.update(resolved.topics)
+
+    def _last_regex_refresh_ms(self) -> float:
+        """``lastResolvedRegularExpressionRefreshTimeMs`` (``Long.MIN_VALUE`` when none).
+
+        The regexes are always resolved together, so any one's timestamp is the
+        group's (CK@4.1 ``ConsumerGroup`` 492-504).
+        """
+        if not self.resolved_regexes:
+            return -math.inf
+        return min(r.timestamp_ms for r in self.resolved_regexes.values())
+
+    def _last_regex_version(self) -> int:
+        """``lastResolvedRegularExpressionVersion`` (0 when none)."""
+        if not self.resolved_regexes:
+            return 0
+        return min(r.version for r in self.resolved_regexes.values())
+
+    def _member_topics(self, member: GroupMember) -> frozenset[str]:
+        """A member's subscription: its names and its regex's resolved topics (if resolved)."""
+        regex = member.subscribed_topic_regex
+        resolved = None if regex is None else self.resolved_regexes.get(regex)
+        if resolved is None:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | resolved.topics
+
+    def _exists(self, topic: str) -> bool:
+        return topic in self._topics or topic in self._internal_topics
+
+    def _partition_count(self, topic: str) -> int:
+        count = self._topics.get(topic)
+        return self._internal_topics[topic] if count is None else count
+
+    def _maybe_update_regexes(self, member: GroupMember, updated: GroupMember) -> bool:
+        """``maybeUpdateRegularExpressions`` (CK@4.1 3131-3230; CK@4.0 2385-2478).
+
+        Called on every heartbeat of a group that has regexes or of a member
+        that changes its own, before the member's update is applied (the
+        counts are the group's before it). May schedule the ``<group>-regex``
+        task (:meth:`poll` applies its result).
+
+        Returns:
+            Whether the group epoch must be bumped now (a regex that other
+            members already resolved, or, from 4.1, a regex dropped).
+        """
+        old = member.subscribed_topic_regex
+        new = updated.subscribed_topic_regex
+        bump = False
+        require = False
+        tombstone: str | None = None
+        if old != new:
+            if old is not None and self._regex_subscribers.get(old, 0) == 1:
+                tombstone = old  # its last member leaves it
+            if new is not None:
+                if new not in self._regex_subscribers:
+                    require = True  # compiled in _heartbeat already
+                else:
+                    bump = new in self.resolved_regexes
+            elif old is not None and self._regex_removal_bumps:
+                bump = True
+        self._maybe_schedule_regex_task(old, new, require)
+        if tombstone is not None:
+            self._drop_resolution(tombstone)
+        return bump
+
+    def _maybe_schedule_regex_task(self, old: str | None, new: str | None, new_regex: bool) -> None:
+        """The refresh conditions of ``maybeUpdateRegularExpressions``; all must hold.
+
+        The group has regexes (the member's new one included); no task is
+        scheduled; the last resolution is more than 10 s old; and a regex is
+        unresolved, or topics were created since the image the last resolution
+        read, or (4.1) the last one is older than the refresh interval.
+        """
+        if not new_regex and not self._regex_subscribers:
+            return
+        if self._regex_task is not None:  # executor.isScheduled(groupId + "-regex")
+            return
+        last = self._last_regex_refresh_ms()
+        if self._now <= last + REGEX_BATCH_REFRESH_MIN_INTERVAL_MS:
+            return
+        after = dict(self._regex_subscribers)
+        if old is not None and old != new:
+            after[old] = after.get(old, 0) - 1
+            if after[old] <= 0:
+                del after[old]
+        if new is not None and new != old:
+            after[new] = after.get(new, 0) + 1
+        if not after:
+            return
+        unresolved = len(after) != len(self.resolved_regexes)
+        new_topics = self._last_regex_version() < self._last_image_with_new_topics
+        interval = self.regex_refresh_interval_ms
+        periodic = interval is not None and self._now > last + interval
+        if not (new_regex or unresolved or new_topics or periodic):
+            return
+        reason = (
+            "new_regex"
+            if new_regex
+            else "unresolved"
+            if unresolved
+            else "new_topics"
+            if new_topics
+            else "periodic"
+        )
+        self._regex_task = _RegexTask(
+            due_ms=self._now + self.regex_resolution_ms,
+            started_ms=self._now,
+            regexes=frozenset(after),
+            reason=reason,
+        )
+
+    def _apply_regex_task(self, task: _RegexTask, out: list[Output]) -> None:
+        """``refreshRegularExpressions`` then ``handleRegularExpressionsResult``.
+
+        The resolution (CK@4.1 3249-3304) matches every topic name of the
+        current image, internal topics included, in full with RE2/J; a regex
+        that does not compile resolves to nothing (Kafka logs and ignores it).
+        The result (3354-3439; CK@4.0 2602-2685) skips the regexes nobody has
+        any more, and bumps the group epoch when a regex's topics or the
+        subscription metadata changed; the metadata refresh is then done
+        (``setMetadataRefreshDeadline``).
+        """
+        assert self._re2j is not None
+        names = sorted({*self._topics, *self._internal_topics})
+        version = self._image_version
+        bump = False
+        resolved: list[tuple[str, frozenset[str], bool]] = []
+        for regex in sorted(task.regexes):
+            try:
+                matcher = compile_pattern(regex, "re2j", re2j_version=self._re2j)
+                topics = frozenset(t for t in names if matcher.matches(t))
+            except TopicRegexError:
+                topics = frozenset()
+            if regex not in self._regex_subscribers:
+                continue
+            previous = self.resolved_regexes.get(regex)
+            changed = (frozenset() if previous is None else previous.topics) != topics
+            bump = bump or changed
+            self._set_resolution(regex, ResolvedRegex(topics, version, task.started_ms))
+            resolved.append((regex, topics, changed))
+        metadata = self._subscription_metadata()
+        if metadata != self.subscription_metadata:
+            bump = True
+            self.subscription_metadata = metadata
+        if bump:
+            self.group_epoch += 1
+            self._metadata_expired = False
+        for regex, topics, changed in resolved:
+            out.append(
+                self._emit(
+                    EventKind.TOPIC_PATTERN_RESOLVED,
+                    pattern=regex,
+                    topics=format_topics(topics),
+                    count=len(topics),
+                    broker=self.node_id,
+                    group_epoch=self.group_epoch,
+                    reason=task.reason,
+                    duration_ms=self._now - task.started_ms,
+                    detail=f"version={version} changed={str(changed).lower()}",
+                )
+            )
+
     # ------------------------------------------------------------- group state
 
     def _new_member_id(self) -> str:
@@ -926,9 +1313,13 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             self._subscribers.subtract(old.subscribed_topic_names)
             if old.instance_id is not None and old.instance_id != new.instance_id:
                 self._drop_static(old)
+            if old.subscribed_topic_regex is not None:
+                self._count_regex(old.subscribed_topic_regex, -1)
         if new.instance_id is not None:
             self._static[new.instance_id] = new.member_id
         self._subscribers.update(new.subscribed_topic_names)
+        if new.subscribed_topic_regex is not None:
+            self._count_regex(new.subscribed_topic_regex, +1)
         for tp in new.assigned | new.pending_revocation:
             prev = self.partition_epochs.get(tp)
             if prev is not None:
@@ -963,14 +1354,23 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         self._remove_partition_epochs(member)
         del self.members[member.member_id]
         self._subscribers.subtract(member.subscribed_topic_names)
+        if member.subscribed_topic_regex is not None:
+            self._count_regex(member.subscribed_topic_regex, -1)
         self._drop_static(member)
         self._unreconciled.discard(member.member_id)
         self._cancel("session", member.member_id)
         self._cancel("rebalance", member.member_id)
 
     def _fence(self, member: GroupMember, reason: str, out: list[Output]) -> None:
-        """``consumerGroupFenceMember``: remove the member and bump the group epoch."""
+        """``consumerGroupFenceMember``: remove the member and bump the group epoch.
+
+        Its regex loses its resolution if no other member has it
+        (``maybeDeleteResolvedRegularExpressions``, CK@4.1 4287-4306).
+        """
         self._remove_member(member)
+        regex = member.subscribed_topic_regex
+        if regex is not None and regex not in self._regex_subscribers:
+            self._drop_resolution(regex)
         self.target_assignment.pop(member.member_id, None)
         self.subscription_metadata = self._subscription_metadata()
         self.group_epoch += 1
@@ -987,14 +1387,21 @@ class ConsumerGroupCoordinator(GroupCoordinator):
     def _subscription_metadata(
         self, replacing: tuple[str, GroupMember] | None = None
     ) -> dict[str, int]:
-        """Partition counts of the existing topics some member subscribes to."""
+        """Partition counts of the existing topics some member subscribes to.
+
+        By name or through a resolved regex (``SubscriptionCount``: byNameCount
+        plus byRegexCount); internal topics count only through a regex.
+        """
         counts = Counter(self._subscribers)
         if replacing is not None:
             old = self.members.get(replacing[0])
             if old is not None:
                 counts.subtract(old.subscribed_topic_names)
             counts.update(replacing[1].subscribed_topic_names)
-        return {t: self._topics[t] for t in sorted(counts) if counts[t] > 0 and t in self._topics}
+        counts.update(self._regex_topics)
+        return {
+            t: self._partition_count(t) for t in sorted(counts) if counts[t] > 0 and self._exists(t)
+        }
 
     def preferred_assignor(self) -> str:
         """``computePreferredServerAssignor``: the most used, else the default (ties by name)."""
@@ -1012,7 +1419,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         spec = GroupSpec(
             {
                 mid: MemberSpec(
-                    subscribed_topics=m.subscribed_topic_names,
+                    subscribed_topics=self._member_topics(m),
                     instance_id=m.instance_id,
                     assignment=self.target_assignment.get(mid, frozenset()),
                     rack_id=m.rack_id,
@@ -1127,15 +1534,20 @@ def make_consumer_coordinator(
 
     Args:
         group_id: the group.
-        props: broker properties by Kafka name (``group.consumer.*``; others ignored).
+        props: broker properties by Kafka name (``group.consumer.*``,
+            ``kafka.version``, ``offsets.topic.num.partitions``; others ignored).
         rng: the seeded generator for member ids.
         broker_id: the hosting broker.
-        partitions_per_topic: the metadata image.
+        partitions_per_topic: the metadata image (the topics of the run;
+            ``__consumer_offsets``, which a regex may match, is added here).
 
     Raises:
         ValueError: a property of the wrong type or range.
     """
     config = GroupCoordinatorConfig.from_kafka(props)
+    offsets = props.get("offsets.topic.num.partitions", DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS)
+    if isinstance(offsets, bool) or not isinstance(offsets, int | str):
+        raise ValueError(f"offsets.topic.num.partitions must be an integer, got {offsets!r}")
     # KAFKA-18688 changed the uniform assignor's extra slots; earlier
     # releases keep the first-members rule.
     stable = kafka_version_at_least(config.kafka_version, UNIFORM_STABLE_QUOTA_SINCE)
@@ -1152,4 +1564,5 @@ def make_consumer_coordinator(
         rng=rng,
         node_id=broker_id,
         assignor_lookup=lookup,
+        internal_topics={OFFSETS_TOPIC: int(offsets)},
     )

@@ -30,7 +30,26 @@ What it reproduces:
   and heartbeat as soon as it is found. COORDINATOR_LOAD_IN_PROGRESS: retry
   after ``retry.backoff.ms`` (exponential to ``retry.backoff.max.ms``, 20%
   jitter). UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, INVALID_REQUEST,
-  GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR and anything unexpected: FATAL.
+  GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION
+  ("Invalid RE2J SubscriptionPattern", CK@4.1 ``AbstractHeartbeatRequestManager``
+  427-431) and anything unexpected: FATAL.
+* **Regex subscription (Kafka 4.0+).** ``subscribe(SubscriptionPattern)``:
+  the member's topic names are empty and the pattern goes in
+  ``SubscribedTopicRegex``, sent when joining and whenever it changed since the
+  last heartbeat; ``""`` tells the coordinator the pattern is gone (CK@4.1
+  ``ConsumerHeartbeatRequestManager.HeartbeatState`` 281-288). The coordinator
+  resolves it; the member only sees assignments. Before 4.0 there is no such
+  field: a 3.9 client matches a ``java.util.regex.Pattern`` on its own
+  metadata and sends names (not modelled here; :func:`make_consumer_member`
+  then subscribes by the names the pattern selected when the run was planned).
+* **Commits to deleted partitions.** A partition's UNKNOWN_TOPIC_OR_PARTITION
+  fails the whole commit (``OffsetCommitRequestState.onResponse``, CK@4.1
+  ``CommitRequestManager`` 747-810: the other partitions were stored). The
+  commit before a revocation does not retry it from 3.8 (KAFKA-16224, 321-360):
+  the revocation goes on, so a deleted topic's partitions leave the member
+  through an ordinary reconciliation instead of stalling it until the
+  rebalance timeout. An auto-commit retries at its next interval; nothing
+  waits for it.
 * **Poll timer.** ``max.poll.interval.ms`` without :meth:`ConsumerMember.app_polled`
   sends the leave heartbeat (-1, or -2 for a static member), then the member
   loses its partitions and stays STALE until the application polls again.
@@ -94,6 +113,7 @@ FATAL_HEARTBEAT_ERRORS = frozenset(
         Errors.INVALID_REQUEST,
         Errors.GROUP_MAX_SIZE_REACHED,
         Errors.UNSUPPORTED_ASSIGNOR,
+        Errors.INVALID_REGULAR_EXPRESSION,
     }
 )
 COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
@@ -253,7 +273,7 @@ class ConsumerMember:
     Args:
         member: the scenario's name for it (``c-0``), for events.
         group: ``group.id``.
-        topics: the subscription.
+        topics: the subscription by names (ignored with ``topic_pattern``).
         config: the consumer settings.
         rng: the seeded generator for retry jitter.
         corr_start: the correlation id before this member's first request.
@@ -262,6 +282,11 @@ class ConsumerMember:
             ``commit-on-revoke`` (``onPartitionsRevoked`` runs on the
             application thread inside ``poll()`` and commits synchronously).
             An emulator knob naming an application pattern.
+        topic_pattern: ``subscribe(SubscriptionPattern)``: an RE2/J pattern the
+            coordinator resolves (needs ``config.broker_regex``, Kafka 4.0+).
+
+    Raises:
+        ValueError: no topic and no pattern; a pattern before Kafka 4.0.
     """
 
     def __init__(
@@ -274,16 +299,23 @@ class ConsumerMember:
         rng: random.Random,
         corr_start: int = 0,
         rebalance_listener: str = "none",
+        topic_pattern: str | None = None,
     ) -> None:
         if rebalance_listener not in REBALANCE_LISTENERS:
             raise ValueError(f"rebalance_listener must be one of {REBALANCE_LISTENERS}")
         self.rebalance_listener = rebalance_listener
         self.member = member
         self.group = group
-        self.topics = tuple(sorted(set(topics)))
-        if not self.topics:
-            raise ValueError("a consumer subscribes to at least one topic")
         self.config = config
+        self.topic_pattern: str | None = None
+        self.topics: tuple[str, ...] = ()
+        if topic_pattern is not None:
+            self._check_pattern(topic_pattern)
+            self.topic_pattern = topic_pattern
+        else:
+            self.topics = tuple(sorted(set(topics)))
+            if not self.topics:
+                raise ValueError("a consumer subscribes to at least one topic")
         self._rng = rng
         self.state = MemberState.UNSUBSCRIBED
         self.member_id = ""
@@ -305,6 +337,7 @@ class ConsumerMember:
         self._hb_attempts = 0
         self._sent_rebalance_timeout: int | None = None
         self._sent_topics: tuple[str, ...] | None = None
+        self._sent_pattern: str | None = None
         self._sent_assignor: str | None = None
         self._sent_local: LocalAssignment | None = None
         # Assignment (AbstractMembershipManager).
@@ -563,29 +596,59 @@ class ConsumerMember:
         out.extend(self._pump())
         return out
 
-    def subscribe(self, now_ms: float, topics: Iterable[str]) -> list[MemberOutput]:
-        """``KafkaConsumer.subscribe`` with another set of topics.
+    def subscribe(
+        self, now_ms: float, topics: Iterable[str], topic_pattern: str | None = None
+    ) -> list[MemberOutput]:
+        """``KafkaConsumer.subscribe`` with another set of topics, or a pattern.
 
-        The next heartbeat carries the new ``SubscribedTopicNames`` (the
+        The next heartbeat carries the new ``SubscribedTopicNames`` and, for a
+        pattern (or when one is dropped), ``SubscribedTopicRegex`` (the
         heartbeat state sends a field when it changed); the coordinator
         computes the new target assignment and the member reconciles to it.
+        Java requires ``unsubscribe()`` between a names and a pattern
+        subscription (``SubscriptionState.setSubscriptionType``); here the
+        subscription changes directly (an emulator shortcut).
+
+        Args:
+            now_ms: emulated time.
+            topics: the new names (ignored with ``topic_pattern``).
+            topic_pattern: ``subscribe(SubscriptionPattern)`` instead (Kafka 4.0+).
+
+        Raises:
+            ValueError: no topic and no pattern; a pattern before Kafka 4.0.
         """
         self._now = now_ms
-        new = tuple(sorted(set(topics)))
-        if not new:
-            raise ValueError("a consumer subscribes to at least one topic")
-        if new == self.topics or self.closed or self._closing:
+        new: tuple[str, ...] = ()
+        if topic_pattern is not None:
+            self._check_pattern(topic_pattern)
+        else:
+            new = tuple(sorted(set(topics)))
+            if not new:
+                raise ValueError("a consumer subscribes to at least one topic")
+        if (new, topic_pattern) == (self.topics, self.topic_pattern):
+            return []
+        if self.closed or self._closing:
             return []
         self.topics = new
+        self.topic_pattern = topic_pattern
         out: list[MemberOutput] = [
             self._emit(
                 EventKind.REBALANCE_TRIGGERED,
                 reason="subscription_changed",
-                detail=",".join(new),
+                detail=",".join(new) if topic_pattern is None else f"pattern={topic_pattern}",
             )
         ]
         out.extend(self._pump())
         return out
+
+    def _check_pattern(self, pattern: str) -> None:
+        if not pattern:
+            raise ValueError("Topic pattern to subscribe to cannot be empty")
+        if not self.config.broker_regex:
+            raise ValueError(
+                "subscribe(SubscriptionPattern) needs Kafka 4.0+ (ConsumerGroupHeartbeat v1 "
+                "SubscribedTopicRegex); before, the client matches a Pattern itself"
+            )
 
     def update_metadata(
         self, now_ms: float, partitions_per_topic: Mapping[str, int]
@@ -740,6 +803,13 @@ class ConsumerMember:
         if send_all or self._sent_topics != self.topics:
             topics = self.topics
             self._sent_topics = topics
+        # SubscribedTopicRegex: when joining with a pattern, or when it changed;
+        # "" removes it.
+        regex: str | None = None
+        pattern = self.topic_pattern
+        if (send_all and pattern is not None) or pattern != self._sent_pattern:
+            regex = pattern if pattern is not None else ""
+            self._sent_pattern = pattern
         assignor: str | None = None
         wanted = self.config.group_remote_assignor
         if wanted is not None and (send_all or self._sent_assignor != wanted):
@@ -764,6 +834,7 @@ class ConsumerMember:
             subscribed_topic_names=topics,
             server_assignor=assignor,
             topic_partitions=owned,
+            subscribed_topic_regex=regex,
         )
         if not leave:
             self._hb_corr = corr
@@ -829,6 +900,7 @@ class ConsumerMember:
     def _reset_sent_fields(self) -> None:
         self._sent_rebalance_timeout = None
         self._sent_topics = None
+        self._sent_pattern = None
         self._sent_assignor = None
         self._sent_local = None
 
@@ -1202,13 +1274,25 @@ class ConsumerMember:
         return corr
 
     def _on_commit(self, corr: int, resp: OffsetCommitResponse) -> list[MemberOutput]:
+        """``OffsetCommitRequestState.onResponse`` (CK@4.1 ``CommitRequestManager`` 747-810).
+
+        A partition's error fails the whole commit with that error (the
+        partitions without one were stored: their OFFSETS_COMMITTED events are
+        written); COMMIT_FAILED names the failed partitions.
+        """
         commit = self._commits.pop(corr)
         out: list[MemberOutput] = []
         error = resp.error
+        failed = {
+            tp: e
+            for tp, e in sorted(resp.partition_errors.items())
+            if e is not Errors.NONE and tp in commit.offsets
+        }
         if error is Errors.NONE:
-            self.stats.commits += 1
+            if not failed:
+                self.stats.commits += 1
             for (t, p), off in sorted(commit.offsets.items()):
-                if resp.partition_errors.get((t, p), Errors.NONE) is not Errors.NONE:
+                if (t, p) in failed:
                     continue
                 self._committed[(t, p)] = off
                 out.append(
@@ -1221,6 +1305,11 @@ class ConsumerMember:
                         generation=commit.epoch,
                         duration_ms=commit_age_ms(self._now, resp.accepted_ms),
                     )
+                )
+            if failed:
+                error = next(iter(failed.values()))
+                commit = _Commit(
+                    commit.reason, {tp: commit.offsets[tp] for tp in failed}, commit.epoch
                 )
         else:
             out.append(self._request_error(error, "OffsetCommit"))
@@ -1253,8 +1342,18 @@ class ConsumerMember:
         return out
 
     def _retry_reconcile_commit(self, error: Errors, recon: _Reconciliation) -> bool:
-        """``maybeAutoCommitSyncBeforeRebalance``: retry retriable and stale-epoch errors."""
+        """``maybeAutoCommitSyncBeforeRebalance``: retry retriable and stale-epoch errors.
+
+        Not UNKNOWN_TOPIC_OR_PARTITION from 3.8 (KAFKA-16224, K@3.8
+        ``CommitRequestManager`` 329; CK@4.1 344-346): a deleted topic would
+        keep the revocation waiting until the rebalance timeout.
+        """
         if not (error.retriable or error is Errors.STALE_MEMBER_EPOCH):
+            return False
+        if (
+            error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+            and self.config.rebalance_commit_unknown_topic_fatal
+        ):
             return False
         retry_at = self._now + self._backoff(recon.attempts)
         if retry_at > recon.deadline:
@@ -1354,6 +1453,7 @@ def make_consumer_member(
     corr_start: int = 0,
     seed: int | None = None,
     rebalance_listener: str = "none",
+    topic_pattern: str | None = None,
 ) -> ConsumerMember:
     """A KIP-848 member from Kafka consumer properties (for the actors).
 
@@ -1367,6 +1467,11 @@ def make_consumer_member(
         corr_start: the correlation id before the member's first request.
         seed: the scenario's seed (the retry jitter is drawn from it).
         rebalance_listener: see :class:`ConsumerMember`.
+        topic_pattern: the group's ``topic_pattern``. From Kafka 4.0 (``kafka.version``)
+            the member subscribes with it (``SubscribedTopicRegex``, resolved by the
+            coordinator); before, it subscribes by ``topics``, the names the
+            pattern selected when the run was planned (a 3.9 client matches a
+            ``java.util.regex.Pattern`` on its metadata; not modelled here).
 
     Returns:
         The member, with a generator seeded from ``seed``, ``group`` and ``name``.
@@ -1377,11 +1482,13 @@ def make_consumer_member(
     merged = dict(props)
     if server_assignor is not None:
         merged.setdefault("group.remote.assignor", server_assignor)
+    config = Kip848ConsumerConfig.from_kafka(merged)
     return ConsumerMember(
         member=name,
         group=group,
         topics=topics,
-        config=Kip848ConsumerConfig.from_kafka(merged),
+        topic_pattern=topic_pattern if config.broker_regex else None,
+        config=config,
         rng=random.Random(f"{seed}/{group}/{name}" if seed is not None else f"{group}/{name}"),
         corr_start=corr_start,
         rebalance_listener=rebalance_listener,

@@ -79,10 +79,12 @@ class GroupCoordinator(Protocol):
         return []
 
     def update_topics(self, now_ms: float, topics: Mapping[str, int]) -> None:
-        """A new metadata image (topic -> partition count), after a topic grew.
+        """A new metadata image (topic -> partition count): a topic created, grown or deleted.
 
-        The KIP-848 coordinator bumps the group epoch on its next heartbeat.
-        Default: ignored (a classic coordinator does not use partition counts;
-        its group leader notices on a metadata refresh).
+        The KIP-848 coordinator recomputes its subscription metadata on the next
+        heartbeat (a subscribed topic that changed bumps the group epoch) and a
+        created topic arms its regex resolution. Default: ignored (a classic
+        coordinator does not use partition counts; its group leader notices on
+        a metadata refresh).
         """
         del now_ms, topics

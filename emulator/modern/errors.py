@@ -24,6 +24,7 @@ class Errors(enum.Enum):
     INVALID_SESSION_TIMEOUT = (26, False)
     REBALANCE_IN_PROGRESS = (27, False)
     INVALID_COMMIT_OFFSET_SIZE = (28, False)
+    UNSUPPORTED_VERSION = (35, False)
     INVALID_REQUEST = (42, False)
     GROUP_MAX_SIZE_REACHED = (81, False)
     FENCED_INSTANCE_ID = (82, False)
@@ -32,6 +33,7 @@ class Errors(enum.Enum):
     UNSUPPORTED_ASSIGNOR = (112, False)
     STALE_MEMBER_EPOCH = (113, False)
     FENCED_MEMBER_EPOCH = (110, False)
+    INVALID_REGULAR_EXPRESSION = (128, False)  # KIP-848 SubscribedTopicRegex (4.0+)
 
     @property
     def code(self) -> int:

@@ -159,6 +159,7 @@ def make_member_machine(
     corr_start: int,
     seed: int | None = None,
     rebalance_listener: str = "none",
+    topic_pattern: str | None = None,
 ) -> MemberMachine:
     """A modern member state machine for a run protocol.
 
@@ -174,6 +175,9 @@ def make_member_machine(
         corr_start: the correlation id before its first request.
         seed: the scenario's seed (KIP-848 retry jitter).
         rebalance_listener: the application's rebalance listener.
+        topic_pattern: the group's subscription pattern, if any (``topics`` then
+            holds what it selected when the run was planned). A KIP-848 member
+            of Kafka 4.0+ subscribes with it (the coordinator resolves it).
 
     Returns:
         A :class:`~emulator.modern.classic_member.ClassicMember` or a
@@ -204,4 +208,5 @@ def make_member_machine(
         corr_start=corr_start,
         seed=seed,
         rebalance_listener=rebalance_listener,
+        topic_pattern=topic_pattern,
     )

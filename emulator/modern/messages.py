@@ -244,7 +244,12 @@ class OffsetFetchResponse(GroupResponse):
 
 @dataclass(frozen=True)
 class ConsumerGroupHeartbeatRequest(GroupRequest):
-    """ConsumerGroupHeartbeat (api key 68, C2). Optional fields are None when unchanged."""
+    """ConsumerGroupHeartbeat (api key 68, C2). Optional fields are None when unchanged.
+
+    ``subscribed_topic_regex`` is v1's ``SubscribedTopicRegex`` (Kafka 4.0+, KIP-848:
+    CK@4.0 ``ConsumerGroupHeartbeatRequest.json``): an RE2/J regex the coordinator
+    resolves against its metadata; ``""`` removes the member's regex.
+    """
 
     member_id: str = ""
     member_epoch: int = JOIN_GROUP_MEMBER_EPOCH
@@ -254,6 +259,7 @@ class ConsumerGroupHeartbeatRequest(GroupRequest):
     subscribed_topic_names: tuple[str, ...] | None = None
     server_assignor: str | None = None
     topic_partitions: tuple[TopicPartition, ...] | None = None
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True)
