@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.frames import (
@@ -153,6 +153,31 @@ def claims_due(events: DataFrame, intervals: DataFrame) -> DataFrame:
     )
 
 
+def _state_rows(
+    df: DataFrame,
+    *,
+    order: Column,
+    closing: Column | None = None,
+    claim: Column | None = None,
+    d_own: Column | None = None,
+) -> DataFrame:
+    """``df``'s ``(protocol, group, member, t)`` as member-timeline rows that set only
+    the given state columns (the others null: unchanged) and ``d_own`` (default 0)."""
+    unset = F.lit(None).cast("int")
+    return df.select(
+        "protocol",
+        "group",
+        "member",
+        "t",
+        unset.alias("alive_v"),
+        unset.alias("reb_v"),
+        (unset if closing is None else closing).alias("closing_v"),
+        (unset if claim is None else claim).alias("claim_v"),
+        (F.lit(0) if d_own is None else d_own).alias("d_own"),
+        order.alias("ord"),
+    )
+
+
 def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
     """Per member change points: ``protocol, group, member, t, ord, alive, reb, owned,
     closing, claiming, idle``.
@@ -207,31 +232,9 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
         )
         .where(F.col("alive_v").isNotNull() | F.col("reb_v").isNotNull())
     )
-    orders = stop_orders(events).select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        F.lit(None).cast("int").alias("alive_v"),
-        F.lit(None).cast("int").alias("reb_v"),
-        F.lit(1).alias("closing_v"),
-        F.lit(None).cast("int").alias("claim_v"),
-        F.lit(0).alias("d_own"),
-        F.lit(-1).alias("ord"),
-    )
+    orders = _state_rows(stop_orders(events), closing=F.lit(1), order=F.lit(-1))
     # A completion's claims due, in its place among the member's events.
-    due = claims_due(events, intervals).select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        F.lit(None).cast("int").alias("alive_v"),
-        F.lit(None).cast("int").alias("reb_v"),
-        F.lit(None).cast("int").alias("closing_v"),
-        F.col("due").alias("claim_v"),
-        F.lit(0).alias("d_own"),
-        F.lit(2).alias("ord"),
-    )
+    due = _state_rows(claims_due(events, intervals), claim=F.col("due"), order=F.lit(2))
     life = life.transform(union_frames, orders).transform(union_frames, due)
     own = intervals.select(
         "protocol", "group", "member", F.col("s").alias("t"), F.lit(1).alias("d_own")
@@ -241,18 +244,12 @@ def member_timeline(events: DataFrame, intervals: DataFrame) -> DataFrame:
             "protocol", "group", "member", F.col("e").alias("t"), F.lit(-1).alias("d_own")
         ),
     )
-    own = own.select(
-        "protocol",
-        "group",
-        "member",
-        "t",
-        F.lit(None).cast("int").alias("alive_v"),
-        F.lit(None).cast("int").alias("reb_v"),
-        F.lit(None).cast("int").alias("closing_v"),
+    own = _state_rows(
+        own,
         # A claim (the owned count rises) ends the claiming.
-        F.when(F.col("d_own") > 0, 0).cast("int").alias("claim_v"),
-        "d_own",
-        F.when(F.col("d_own") < 0, 1).otherwise(3).alias("ord"),
+        claim=F.when(F.col("d_own") > 0, 0).cast("int"),
+        d_own=F.col("d_own"),
+        order=F.when(F.col("d_own") < 0, 1).otherwise(3),
     )
     pts = life.transform(union_frames, own)
     w = (

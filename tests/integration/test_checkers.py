@@ -558,6 +558,19 @@ def stories(spark: SparkSession) -> Stories:
     return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}, timeline
 
 
+def _c1_at(stories: Stories, protocol: str, group: str, t: float) -> dict[str, Any]:
+    """c-1's member-timeline row holding at ``t`` (its last row at or before ``t``)."""
+    rows = sorted(
+        (
+            r
+            for r in stories[1]
+            if r["protocol"] == protocol and r["group"] == group and r["member"] == "c-1"
+        ),
+        key=lambda r: (r["t"], r["ord"]),
+    )
+    return [r for r in rows if r["t"] <= t][-1]
+
+
 def _stranded(rows: list[dict[str, Any]], group: str) -> list[tuple[int, float, float]]:
     return sorted(
         (r["partition"], r["t_start_ms"], r["t_end_ms"])
@@ -589,14 +602,9 @@ def test_closing_lasts_from_the_stop_order_to_the_stop_and_a_restart_ends_it(
 ) -> None:
     """c-1's member timeline: closing from the action, idle again once restarted."""
     for p in PROTOCOLS:
-        mt = sorted(
-            (r for r in stories[1] if r["protocol"] == p and r["member"] == "c-1"),
-            key=lambda r: (r["group"], r["t"], r["ord"]),
-        )
 
-        def at(group: str, t: float, rows: list[dict[str, Any]] = mt) -> dict[str, Any]:
-            """The member's state holding at ``t`` (its last row at or before ``t``)."""
-            return [r for r in rows if r["group"] == group and r["t"] <= t][-1]
+        def at(group: str, t: float, p: str = p) -> dict[str, Any]:
+            return _c1_at(stories, p, group, t)
 
         for g in ("leave", "restart"):
             assert at(g, 99)["closing"] == 0
@@ -725,14 +733,9 @@ def test_claiming_lasts_from_the_completion_to_the_claims_or_the_next_rebalance(
 ) -> None:
     """c-1's member timeline: ``(alive, owned, reb, claiming, idle)`` over time."""
     for p in PROTOCOLS:
-        mt = sorted(
-            (r for r in stories[1] if r["protocol"] == p and r["member"] == "c-1"),
-            key=lambda r: (r["group"], r["t"], r["ord"]),
-        )
 
-        def at(group: str, t: float, rows: list[dict[str, Any]] = mt) -> tuple[int, ...]:
-            """The member's state holding at ``t`` (its last row at or before ``t``)."""
-            r = [r for r in rows if r["group"] == group and r["t"] <= t][-1]
+        def at(group: str, t: float, p: str = p) -> tuple[int, ...]:
+            r = _c1_at(stories, p, group, t)
             return (r["alive"], r["owned"], r["reb"], r["claiming"], r["idle"])
 
         for g in ("claimed", "unclaimed", "nothing"):
