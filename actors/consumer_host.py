@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, replace
@@ -23,6 +24,7 @@ from actors.legacy_member import LegacyMember
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
 from emulator.broker.messages import SessionAnswer
+from emulator.clock import ScaledClock
 from emulator.events import EventKind
 from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
 from emulator.host.faults import HostFaults
@@ -38,7 +40,56 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 TICK_S = 0.02
 
-__all__ = ["TICK_S", "ConsumerHostCore"]
+__all__ = ["TICK_S", "ConsumerHostCore", "TickTime"]
+
+
+class TickTime:
+    """The emulated time a host's members see: a tick's own instant, not when it ran.
+
+    The host's loop ticks every :data:`TICK_S` wall seconds on a fixed grid, and
+    a tick runs a little after its instant (the loop's wake-up lag, other
+    callbacks, CPU). A member that sends a heartbeat at a tick schedules the
+    next one from the time it is told; told the late time, the next heartbeat
+    falls just after a grid instant and waits a whole tick more, so every
+    interval slipped by up to a tick (about 18 ms per 3 s interval measured on
+    the real engine, against 0 on the sim, whose loop wakes on the instant).
+    Kafka's heartbeat thread sleeps until the deadline itself, so the slip is
+    the emulator's. A tick is therefore told the emulated time of its grid
+    instant; everything between ticks (answers, watches, faults) is told the
+    clock's reading. The time told never goes backwards: a tick that runs after
+    an answer already read a later time is told that time. (An emulator
+    choice: README, fidelity.)
+
+    Args:
+        clock: the host's clock.
+    """
+
+    def __init__(self, clock: ScaledClock) -> None:
+        self.clock = clock
+        self.seen_ms = -math.inf
+
+    def now_ms(self) -> float:
+        """The clock's reading (for everything outside a tick)."""
+        now = self.clock.now_ms()
+        if now > self.seen_ms:
+            self.seen_ms = now
+        return now
+
+    def at_tick(self, instant_s: float) -> float:
+        """The time a tick due at ``instant_s`` (the loop's clock) is told.
+
+        A tick that runs on its instant (the sim's loop, or a real loop within
+        a microsecond) is told the clock's reading itself.
+        """
+        if self.clock.mono() - instant_s < 1e-6:
+            return self.now_ms()
+        # On a binary grid of 1/1024 ms, so that a deadline set from it (an
+        # integer ms later, as Kafka's settings are) is exact and a later
+        # instant an integer ms on is not read a float rounding short of it.
+        grid = round(self.clock.ms_at(instant_s) * 1024.0) / 1024.0
+        told = max(grid, self.seen_ms)
+        self.seen_ms = told
+        return told
 
 
 class ConsumerHostCore(Locatable):
@@ -73,6 +124,7 @@ class ConsumerHostCore(Locatable):
             auto_create_topics=ctx.settings.fetch.allow_auto_create_topics,
         )
         self.clock = ctx.clock()
+        self.time = TickTime(self.clock)
         self.events = ctx.writer(
             f"host-{index}", self.clock, node=self.io.hostname(), tap=self.io.tap
         )
@@ -93,7 +145,7 @@ class ConsumerHostCore(Locatable):
             ),
             transport,
             self.events,
-            self.clock.now_ms,
+            self.time.now_ms,
             session=f"host-{index}",
             partitions_per_topic=ctx.partitions_per_topic,
         )
@@ -130,7 +182,7 @@ class ConsumerHostCore(Locatable):
         while not self._stop:
             lag = (loop.time() - next_tick) * 1000.0
             self.tick_lag_max_ms = max(self.tick_lag_max_ms, lag)
-            self.core.tick(self.clock.now_ms())
+            self.core.tick(self.time.at_tick(next_tick))
             next_tick += TICK_S
             mono = loop.time()
             if next_tick < mono:  # behind: skip the missed ticks, do not run them back to back
@@ -147,7 +199,9 @@ class ConsumerHostCore(Locatable):
 
         The events logged before are written now, restamped on it.
         """
-        self.events.release(self.clock.rebase(origin_wall))
+        shift = self.clock.rebase(origin_wall)
+        self.time.seen_ms -= shift
+        self.events.release(shift)
 
     # ------------------------------------------------- the core's transport
 
@@ -286,7 +340,7 @@ class ConsumerHostCore(Locatable):
                 wall_ms=self.io.wall_ms,
             )
             member = LegacyMember(
-                spec.name, machine, zk, driver, self.core.emit, self.clock.now_ms, proxy
+                spec.name, machine, zk, driver, self.core.emit, self.time.now_ms, proxy
             )
             box.append(member)
             self.core.adopt(member)
@@ -302,7 +356,7 @@ class ConsumerHostCore(Locatable):
                 if negotiated is None
                 else f"negotiated session timeout {negotiated} wall ms",
             )
-            member.apply(machine.start(self.clock.now_ms()))
+            member.apply(machine.start(self.time.now_ms()))
             started.append(spec.name)
         return started
 
@@ -325,7 +379,7 @@ class ConsumerHostCore(Locatable):
             await self._retire(name, "left")
             return True
         member.sync_positions()
-        member.apply(member.machine.shutdown(self.clock.now_ms()))
+        member.apply(member.machine.shutdown(self.time.now_ms()))
         deadline = loop.time() + 10 * max(1.0, self.session_timeout_s)
         while member.machine.state.value != "closed" and loop.time() < deadline:
             await asyncio.sleep(0.01)
@@ -342,7 +396,7 @@ class ConsumerHostCore(Locatable):
         it wakes: the wait is bounded by the longest batch in hand plus a margin.
         """
         member.draining = True
-        now = self.clock.now_ms()
+        now = self.time.now_ms()
         left_ms = max(
             (s.current.done_ms - now for s in member.streams.values() if s.current is not None),
             default=0.0,

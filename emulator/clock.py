@@ -114,6 +114,10 @@ class ScaledClock:
         """How many wall seconds an emulated duration takes."""
         return emulated_ms / 1000.0 * self.time_scale
 
+    def ms_at(self, mono_s: float) -> float:
+        """The emulated ms the clock reads at ``mono_s`` (a reading of the ``mono`` source)."""
+        return (mono_s - self._mono_origin) * 1000.0 / self.time_scale
+
     def wall_at(self, emulated_ms: float) -> float:
         """The monotonic time (of the ``mono`` source) at which the clock reads ``emulated_ms``."""
         return self._mono_origin + emulated_ms / 1000.0 * self.time_scale

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import pickle
 import time
 from pathlib import Path
@@ -205,3 +206,52 @@ def test_the_leader_cache_backs_off_on_the_loops_clock(tmp_path: Path) -> None:
         assert cache._last_lookup[0] == loop.now
 
     run_on(loop, go())
+
+
+# ------------------------------------------------------------------ TickTime
+
+
+def test_a_late_tick_is_told_its_grid_instant_so_heartbeats_do_not_drift() -> None:
+    from actors.consumer_host import TickTime
+
+    s = Sources(mono=50.0, wall=1_000.0)
+    clock = ScaledClock(0.5, 1_000.0, mono=s.mono, wall=s.wall)
+    told = TickTime(clock)
+    # The tick due at mono 50.02 runs 3 ms late: told 40 emulated ms, not 46.
+    s.advance(0.023)
+    assert told.at_tick(50.02) == pytest.approx(40.0)
+    # A member scheduling a 3 s heartbeat from each tick it is told fires on
+    # the grid: 75 wall ticks of 20 ms later it is due again, however late the
+    # ticks run (each runs 1-9 ms after its instant).
+    due = told.at_tick(50.02) + 3_000.0
+    fired = []
+    for k in range(2, 2 + 75 * 4):
+        instant = 50.0 + k * 0.02
+        s.mono_t = instant + 0.001 * (1 + k % 9)
+        now = told.at_tick(instant)
+        if now >= due:  # the host core's own test of a deadline
+            fired.append(now)
+            due = now + 3_000.0
+    gaps = [b - a for a, b in itertools.pairwise(fired)]
+    assert len(fired) == 4 and gaps == [3_000.0] * 3
+
+
+def test_tick_time_is_the_reading_on_time_and_never_goes_back() -> None:
+    from actors.consumer_host import TickTime
+
+    s = Sources(mono=50.0, wall=1_000.0)
+    clock = ScaledClock(1.0, 1_000.0, mono=s.mono, wall=s.wall)
+    told = TickTime(clock)
+    # On its instant (the sim's loop): the clock's reading itself.
+    s.mono_t = 50.02
+    assert told.at_tick(50.02) == clock.now_ms()
+    # An answer read at 45 ms, then the tick due at 40 ms runs: told 45, not 40.
+    s.mono_t = 50.045
+    assert told.now_ms() == pytest.approx(45.0)
+    s.mono_t = 50.046
+    assert told.at_tick(50.04) == pytest.approx(45.0)
+    # After a rebase the earlier readings are shifted with the clock.
+    shift = clock.rebase(1_000.5)
+    told.seen_ms -= shift
+    s.mono_t = 50.061
+    assert told.at_tick(50.06) == pytest.approx(clock.ms_at(50.06))
