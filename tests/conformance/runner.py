@@ -42,7 +42,7 @@ import tomllib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast
 
 from kazoo.exceptions import KazooException
 
@@ -56,6 +56,7 @@ from zk_registry.client import (
     asyncio_dispatch,
 )
 from zk_registry.proxy import ProxyMode
+from zk_registry.topics import delete_recursive
 
 if TYPE_CHECKING:
     from actors.io import ZkLink
@@ -164,8 +165,11 @@ _STEP_KEYS: Final[dict[str, frozenset[str]]] = {
             "backoff_ms",
             "max_backoffs",
             "checker_prefix",
+            "requests",
+            "hold_at",
         }
     ),
+    "release": frozenset({"release"}),
     "subscribe": frozenset({"subscribe", "s", "kind", "path"}),
     "unsubscribe": frozenset({"unsubscribe"}),
     "link_mode": frozenset({"link_mode", "s"}),
@@ -205,6 +209,7 @@ _UTILS: Final = frozenset(
         "children",
         "children_maybe",
         "exists",
+        "delete_recursive",
     }
 )
 _WAITS: Final = frozenset({"state", "watch", "delivery", "new_session", "op", "roles"})
@@ -348,6 +353,12 @@ def _parse_step(path: Path, index: int, raw: Any) -> Step:
             raise _fail(path, where, f"unknown idiom {raw['utils']!r} (one of {sorted(_UTILS)})")
         if raw.get("nowait") and "id" not in raw:
             raise _fail(path, where, "a nowait idiom needs an 'id' to await it by")
+        if "hold_at" in raw:
+            hold = raw["hold_at"]
+            if not isinstance(hold, int) or isinstance(hold, bool) or hold < 1:
+                raise _fail(path, where, f"hold_at must be a positive integer, got {hold!r}")
+            if "id" not in raw:
+                raise _fail(path, where, "an idiom with hold_at needs an 'id' to release it by")
     elif kind == "open":
         timeout = raw.get("timeout_ms", 4000)
         if not isinstance(timeout, int) or timeout <= 0:
@@ -414,6 +425,7 @@ def _check_names(path: Path, steps: Sequence[Step]) -> None:
     sessions: set[str] = set()
     ids: set[str] = set()
     marks: set[str] = set()
+    held: set[str] = set()
     for step in steps:
         where = f"step {step.index}"
         s = step.get("s")
@@ -431,6 +443,12 @@ def _check_names(path: Path, steps: Sequence[Step]) -> None:
             if op_id in ids:
                 raise _fail(path, where, f"id {op_id!r} used twice")
             ids.add(op_id)
+        if step.kind == "utils" and "hold_at" in step.args:
+            held.add(step.args["id"])
+        if step.kind == "release":
+            if step.args["release"] not in held:
+                raise _fail(path, where, f"no held idiom with id {step.args['release']!r}")
+            held.discard(step.args["release"])
         if step.kind == "wait" and step.args["wait"] == "op" and step.args["id"] not in ids:
             raise _fail(path, where, f"no op with id {step.args['id']!r} before this wait")
         if step.kind == "zxid_gap":
@@ -442,6 +460,8 @@ def _check_names(path: Path, steps: Sequence[Step]) -> None:
         since = step.get("since") if step.kind == "wait" else None
         if since is not None and since not in marks:
             raise _fail(path, where, f"no mark {since!r} before this wait")
+    if held:
+        raise _fail(path, "steps", f"held idiom(s) {sorted(held)} never released")
 
 
 # --------------------------------------------------------------------------- backends
@@ -551,6 +571,115 @@ class _Channel:
     cursor: int = 0
 
 
+class _Tap:
+    """A :class:`ZkClient` as an idiom sees it, with its requests logged and one held.
+
+    Every request method an idiom reaches (through :class:`ZkUtils` or
+    :meth:`ZkClient.create_persistent_recursive`, which is re-bound to the tap
+    so that its own creates pass through it) appends ``{op, path, result|error}``
+    to :attr:`log` once answered. With ``hold_at = n`` the ``n``-th request is
+    not sent until :attr:`release` is set; :attr:`held` is set when it waits.
+    Everything else goes to the client. A script uses it to show what an idiom
+    does on the wire, and to put another session's writes between two of its
+    requests at a chosen point (a deterministic race).
+    """
+
+    def __init__(self, client: ZkClient, hold_at: int | None) -> None:
+        self._client = client
+        self._hold_at = hold_at
+        self._sent = 0
+        self.log: list[dict[str, Any]] = []
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def _request(
+        self, op: str, path: str, call: Callable[[], Awaitable[Any]], show: Callable[[Any], Any]
+    ) -> Any:
+        self._sent += 1
+        if self._sent == self._hold_at:
+            self.held.set()
+            await self.release.wait()
+        entry: dict[str, Any] = {"op": op, "path": path}
+        self.log.append(entry)
+        try:
+            value = await call()
+        except KazooException as exc:
+            entry["error"] = type(exc).__name__
+            raise
+        entry["result"] = show(value)
+        return value
+
+    async def get_async(self, path: str, watch: Any = None, tally: Any = None) -> Any:
+        return await self._request(
+            "get",
+            path,
+            lambda: self._client.get_async(path, watch, tally=tally),
+            lambda v: _data(v[0]),
+        )
+
+    async def get_children_async(
+        self, path: str, watch: Any = None, include_data: bool = False, tally: Any = None
+    ) -> Any:
+        if include_data:
+            return await self._request(
+                "children",
+                path,
+                lambda: self._client.get_children_async(
+                    path, watch, include_data=True, tally=tally
+                ),
+                lambda v: list(v[0]),
+            )
+        return await self._request(
+            "children",
+            path,
+            lambda: self._client.get_children_async(path, watch, tally=tally),
+            list,
+        )
+
+    async def exists_async(self, path: str, watch: Any = None, tally: Any = None) -> Any:
+        return await self._request(
+            "exists",
+            path,
+            lambda: self._client.exists_async(path, watch, tally=tally),
+            lambda v: v is not None,
+        )
+
+    async def create_async(self, path: str, value: Any = b"", **kwargs: Any) -> Any:
+        return await self._request(
+            "create", path, lambda: self._client.create_async(path, value, **kwargs), str
+        )
+
+    async def create_with_stat_async(self, path: str, value: Any = b"", **kwargs: Any) -> Any:
+        return await self._request(
+            "create2",
+            path,
+            lambda: self._client.create_with_stat_async(path, value, **kwargs),
+            lambda v: str(v[0]),
+        )
+
+    async def set_async(self, path: str, value: bytes, version: int = -1, tally: Any = None) -> Any:
+        return await self._request(
+            "set",
+            path,
+            lambda: self._client.set_async(path, value, version, tally=tally),
+            lambda _: True,
+        )
+
+    async def delete_async(self, path: str, version: int = -1, tally: Any = None) -> Any:
+        return await self._request(
+            "delete",
+            path,
+            lambda: self._client.delete_async(path, version, tally=tally),
+            lambda _: True,
+        )
+
+    async def create_persistent_recursive(self, path: str, tally: Any = None) -> None:
+        await ZkClient.create_persistent_recursive(cast(ZkClient, self), path, tally=tally)
+
+
 def run_script(script: Script, backend: Backend) -> RunResult:
     """Run ``script`` on ``backend`` and return its normalized trace and timings.
 
@@ -570,6 +699,7 @@ class _Run:
         self.watch_owner: dict[str, str] = {}
         self.subs: dict[str, Any] = {}
         self.ops: dict[str, asyncio.Task[None]] = {}
+        self.holds: dict[str, _Tap] = {}
         self.op_records: dict[str, dict[str, Any]] = {}
         self.steps: list[dict[str, Any]] = []
         self.marks: dict[str, float] = {}
@@ -949,14 +1079,50 @@ class _Run:
         if "data" in step.args or "null" in step.args:
             record["data"] = None if step.get("null", False) else step.args.get("data", "")
         self.steps.append(record)
-        coro = self._run_utils(step, client, record)
-        if step.get("nowait", False):
+        tap: _Tap | None = None
+        if step.get("requests", False) or "hold_at" in step.args:
+            tap = _Tap(client, step.get("hold_at"))
+            client = cast(ZkClient, tap)
+        coro = self._run_utils(step, client, record, tap)
+        if "hold_at" in step.args:
+            assert tap is not None
+            await self._run_until_held(step, coro, tap)
+        elif step.get("nowait", False):
             self._spawn(step, coro)
         else:
             await self._bounded(step, coro, f"utils {step.args['utils']}")
             self._stamp_op(step)
 
-    async def _run_utils(self, step: Step, client: ZkClient, record: dict[str, Any]) -> None:
+    async def _run_until_held(self, step: Step, coro: Awaitable[None], tap: _Tap) -> None:
+        """Start the idiom and return once it waits to send its ``hold_at``-th request."""
+        self._spawn(step, coro)
+        self.holds[step.args["id"]] = tap
+        task = self.ops[step.args["id"]]
+        held = asyncio.ensure_future(tap.held.wait())
+        try:
+            await self._bounded(
+                step, asyncio.wait({task, held}, return_when=asyncio.FIRST_COMPLETED), "hold"
+            )
+        finally:
+            held.cancel()
+        if not tap.held.is_set():
+            raise self._err(step, f"done after {len(tap.log)} requests, before hold_at")
+
+    async def _do_release(self, step: Step) -> None:
+        op_id: str = step.args["release"]
+        self.holds.pop(op_id).release.set()
+        self.steps.append({"release": op_id})
+
+    async def _run_utils(
+        self, step: Step, client: ZkClient, record: dict[str, Any], tap: _Tap | None
+    ) -> None:
+        try:
+            await self._run_idiom(step, client, record)
+        finally:
+            if tap is not None and step.get("requests", False):
+                record["requests"] = tap.log
+
+    async def _run_idiom(self, step: Step, client: ZkClient, record: dict[str, Any]) -> None:
         args = step.args
         name: str = args["utils"]
         path = self._path(step, args["path"])
@@ -1000,6 +1166,8 @@ class _Run:
                 result = await zk.children(path, tally)
             elif name == "children_maybe":
                 result = await zk.children_maybe(path, tally)
+            elif name == "delete_recursive":
+                result = await delete_recursive(client, path, tally)
             else:
                 result = await zk.exists(path, tally)
         except EphemeralConflict as exc:

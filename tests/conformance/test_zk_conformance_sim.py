@@ -83,6 +83,32 @@ steps = [
     assert 50 < ms <= 3000
 
 
+def test_a_hold_past_the_idiom_s_last_request_fails_the_run(tmp_path: Path) -> None:
+    # delete_recursive of a leaf is two requests (getChildren, delete): a hold before a
+    # third never comes, and the runner says so instead of waiting for a release.
+    body = """name = "hold"
+relies_on = "the runner's hold_at"
+steps = [
+  { open = "A" },
+  { op = "create", s = "A", path = "/t", data = "" },
+  { utils = "delete_recursive", s = "A", path = "/t", requests = true, hold_at = HOLD, id = "d" },
+  { release = "d" },
+  { wait = "op", id = "d", within_ms = 1000 },
+]
+"""
+    path = tmp_path / "01-hold.toml"
+    path.write_text(body.replace("HOLD", "3"))
+    with pytest.raises(ConformanceError, match="done after 2 requests, before hold_at"):
+        run_script(parse_script(path), SimBackend(1))
+    path.write_text(body.replace("HOLD", "2"))
+    steps = run_script(parse_script(path), SimBackend(1)).trace["steps"]
+    assert steps[2]["requests"] == [
+        {"op": "children", "path": "/t", "result": []},
+        {"op": "delete", "path": "/t", "result": True},
+    ]
+    assert steps[3] == {"release": "d"}
+
+
 #: What the real server took, in ms: ``(script, step) -> (min, max)`` over six real runs
 #: of the suite (ZooKeeper 3.8.0 on loopback, kazoo 2.11.0, FaultProxy; the 2-core
 #: machine with a benchmark running), as the runner measures them. Only waits that

@@ -87,6 +87,19 @@ def test_a_minimal_script_parses(tmp_path: Path) -> None:
         ('[{ open = "A", link = true }, { link_mode = "sideways", s = "A" }]', "link_mode must"),
         ("[{ kill_member = 'someone' }]", "kill_member takes"),
         ('[{ open = "A", op = "get" }]', "exactly one of"),
+        (
+            '[{ open = "A" }, { utils = "delete_recursive", s = "A", path = "/t", hold_at = 2 }]',
+            "hold_at needs an 'id'",
+        ),
+        (
+            '[{ open = "A" }, { utils = "read", s = "A", path = "/t", hold_at = 0, id = "h" }]',
+            "hold_at must be a positive integer",
+        ),
+        ('[{ open = "A" }, { release = "h" }]', "no held idiom with id 'h'"),
+        (
+            '[{ open = "A" }, { utils = "read", s = "A", path = "/t", hold_at = 1, id = "h" }]',
+            "held idiom(s) ['h'] never released",
+        ),
     ],
 )
 def test_a_malformed_step_is_one_line_naming_file_and_step(
@@ -98,6 +111,24 @@ def test_a_malformed_step_is_one_line_naming_file_and_step(
     assert "\n" not in text
     assert text.startswith("01-demo.toml: ")
     assert message in text
+
+
+def test_a_held_idiom_parses_with_its_release(tmp_path: Path) -> None:
+    script = parse_script(
+        write(
+            tmp_path,
+            HEAD
+            + """steps = [
+  { open = "A" },
+  { utils = "delete_recursive", s = "A", path = "/t", requests = true, hold_at = 3, id = "d" },
+  { release = "d" },
+  { wait = "op", id = "d", within_ms = 100 },
+]
+""",
+        )
+    )
+    assert [s.kind for s in script.steps] == ["open", "utils", "release", "wait"]
+    assert script.steps[1].get("hold_at") == 3
 
 
 def test_top_level_errors(tmp_path: Path) -> None:
