@@ -300,8 +300,12 @@ class ModernShell(MemberShell):
         return self.alive and pos is not None and pos.epoch == epoch
 
     def _metadata_stale(self) -> None:
+        """Tell the machine (the caller touched this member: its next visit reads the deadline)."""
         if self.alive and not self.paused:
-            self.apply(self.machine.request_metadata_update(self._now_ms()))
+            out = self.machine.request_metadata_update(self._now_ms())
+            self._due_known = False  # a classic member's metadata request may now be due later
+            if out:
+                self.apply(out)
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A poll batch is processed: the application commits (if it does), then polls.

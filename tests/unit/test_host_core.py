@@ -550,6 +550,27 @@ def test_not_leader_asks_for_metadata_and_fetches_the_same_offset_again() -> Non
     )
 
 
+def test_a_fetch_error_or_an_unknown_leader_tells_the_member_its_metadata_may_be_stale() -> None:
+    """K@3.9 ``FetchCollector.handleInitializeErrors`` (NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION) and ``AbstractFetch.prepareFetchRequests`` (no leader):
+    ``Metadata.requestUpdate``; a stale answer (a stopped position) does not."""
+    h = Host()
+    m = fetching(5)
+    h.add(m)
+    h.at(20.0)
+    m.queue("request_metadata_update", [RequestMetadata(("t",), True)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, -3, -3)])  # UNKNOWN_TOPIC_OR_PARTITION
+    assert m.called("request_metadata_update") == [(20.0,)]
+    h.transport.leaders.clear()  # the leader map lost it: no known leader
+    h.at(40.0)
+    assert h.transport.metadata_calls == [(["t"], True)]  # the machine's request went
+    assert m.called("request_metadata_update") == [(20.0,), (40.0,)]  # and no leader
+    assert h.transport.fetch_calls[1:] == []
+    member = h.core.members["c-0"]
+    member.fetched(TP, -1, -1, epoch=99)  # an answer for an old position
+    assert len(m.called("request_metadata_update")) == 2
+
+
 def test_a_failed_call_loses_the_session_and_refetches_in_a_new_one() -> None:
     h = Host()
     h.add(fetching(5))
