@@ -32,6 +32,7 @@ from emulator.host.fetch_client import FetchCall
 from emulator.host.modern_shell import ModernShell
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
+from emulator.protocols import spec as protocol_spec
 from emulator.topic_regex import WHITELIST, FilterKind
 
 if TYPE_CHECKING:
@@ -117,11 +118,16 @@ class ConsumerHostCore(Locatable):
         self.brokers = brokers
         self.io: ActorIO = io if io is not None else RealIO()
         # Partition leaders and broker handles (shares and refreshes self.brokers).
+        # A Java consumer subscribed by pattern asks for all topics (classic
+        # ConsumerMetadata.newMetadataRequestBuilder) or by topic id (KIP-848
+        # regex): its metadata requests never create a topic, not even those its
+        # fetches ask about. By names, allow.auto.create.topics decides.
+        by_pattern = ctx.topic_pattern is not None and protocol_spec(ctx.protocol).has_coordinator
         self.leader_cache = LeaderCache(
             ctx,
             self.brokers,
             io=self.io,
-            auto_create_topics=ctx.settings.fetch.allow_auto_create_topics,
+            auto_create_topics=ctx.settings.fetch.allow_auto_create_topics and not by_pattern,
         )
         self.clock = ctx.clock()
         self.time = TickTime(self.clock)
@@ -233,6 +239,10 @@ class ConsumerHostCore(Locatable):
             self.leader_cache.failed(broker)
             answers = None
         self.core.group_answered(broker, reqs, answers)
+
+    async def _metadata_call(self, topics: list[str], allow_auto_create: bool) -> None:
+        answer = await self.leader_cache.fetch_metadata(topics, allow_auto_create)
+        self.core.metadata_answered(answer)
 
     # --------------------------------------------------------------- members
 
@@ -629,6 +639,10 @@ class _HostIO:
     def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
         """Send one batch of group requests to ``broker``."""
         self.host._spawn(self.host._group_exchange(broker, requests))
+
+    def request_metadata(self, topics: list[str], allow_auto_create: bool) -> None:
+        """Make the members' metadata call; its answer goes to the core."""
+        self.host._spawn(self.host._metadata_call(topics, allow_auto_create))
 
     def after(self, key: tuple[str, str], delay_ms: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the loop ``delay_ms`` emulated ms from now (replaces ``key``'s timer)."""

@@ -79,6 +79,9 @@ class RunContext:
     # The application's commit pattern (emulator knobs, [group] in the scenario).
     manual_commit: str = "none"
     rebalance_listener: str = "none"
+    # [group].topic_pattern: the group subscribes by pattern (its clients' metadata
+    # requests then name no topic to create).
+    topic_pattern: str | None = None
     storage_mode: str = "local"
     events_url: str = ""
     spool_root: str = ""

@@ -135,6 +135,34 @@ class LeaderCache(LeaderMap):
             return True
         return False
 
+    async def fetch_metadata(
+        self, topics: list[str], allow_auto_create: bool
+    ) -> dict[TopicPartition, int] | None:
+        """One consumer's metadata request: ask live brokers, one at a time, until one answers.
+
+        ``topics`` are named (``allow_auto_create``: the broker may create a
+        missing one, ``KafkaApis.scala`` 1392); the answer is the broker's
+        whole metadata cache, which also refreshes the leader map. Returns
+        ``None`` when no broker answered.
+        """
+        for b in self.begin_refresh(asyncio.get_running_loop().time(), self.brokers):
+            h = self.handle(b)
+            if h is None:
+                continue
+            try:
+                ref = (
+                    h.metadata.remote(topics, True)
+                    if topics and allow_auto_create
+                    else h.metadata.remote()
+                )
+                answer = dict(await asyncio.wait_for(_await_ref(ref), METADATA_CALL_TIMEOUT_S))
+            except Exception:
+                self.unanswered(b)
+                continue
+            self.answered(answer)
+            return answer
+        return None
+
     async def _refresh_task(self) -> None:
         try:
             await self.refresh()

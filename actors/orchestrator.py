@@ -202,6 +202,7 @@ class ProtocolRun:
             processing_ms_per_message=sc.group.processing_ms_per_message,
             manual_commit=sc.group.manual_commit,
             rebalance_listener=self.delivery_mode().rebalance_listener,
+            topic_pattern=sc.group.topic_pattern,
             validate_events=self.validate_events,
             storage_mode=self.storage.mode,
             events_url=self.storage.events_url(self.protocol),

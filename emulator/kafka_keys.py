@@ -466,6 +466,15 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
     ),
     KafkaKeySpec("max.poll.records", "int", 500, minimum=1, used_by=_CLASSIC, source=_SRC_CC39),
     KafkaKeySpec(
+        "metadata.max.age.ms",
+        "int",
+        300000,
+        minimum=0,
+        used_by=_CLASSIC + ": the periodic metadata refresh, where a pattern subscription "
+        "meets created and deleted topics and the leader sees a changed partition count",
+        source=_SRC_CC39 + " 209, 425; K@3.9 Metadata.java timeToNextUpdate",
+    ),
+    KafkaKeySpec(
         "fetch.max.wait.ms",
         "int",
         500,
@@ -641,15 +650,6 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         minimum=1,
         used_by=_CLASSIC_GC + " (not a Kafka config: a constant)",
         source="K@3.9 GroupCoordinator NewMemberJoinTimeoutMs; kafka-protocols.md B2",
-        settable=False,
-    ),
-    KafkaKeySpec(
-        "metadata.max.age.ms",
-        "int",
-        300000,
-        minimum=0,
-        used_by=_CLASSIC + " and KIP-848 client",
-        source=_SRC_CC39,
         settable=False,
     ),
     KafkaKeySpec(

@@ -117,8 +117,6 @@ class FetchSettings:
             (500) for the Java consumer.
         max_poll_records: ``max.poll.records`` (500): what one ``poll()`` of the
             Java consumer returns at most; ``None`` for the 0.8 consumer, which has none.
-        metadata_max_age_ms: ``metadata.max.age.ms`` (300000): a client's
-            metadata refresh.
         allow_auto_create_topics: whether a metadata request for a topic the
             client names may create it (with the broker's
             ``auto.create.topics.enable``): always for the 0.8 consumer,
@@ -129,7 +127,6 @@ class FetchSettings:
     queued_max_message_chunks: int
     fetch_wait_max_ms: int
     max_poll_records: int | None
-    metadata_max_age_ms: int
     allow_auto_create_topics: bool = True
 
     @classmethod
@@ -145,7 +142,6 @@ class FetchSettings:
             queued_max_message_chunks=kafka.get_int("queued.max.message.chunks"),
             fetch_wait_max_ms=kafka.get_int("fetch.wait.max.ms" if legacy else "fetch.max.wait.ms"),
             max_poll_records=None if legacy else kafka.get_int("max.poll.records"),
-            metadata_max_age_ms=kafka.get_int("metadata.max.age.ms"),
             allow_auto_create_topics=legacy or kafka.get_bool("allow.auto.create.topics"),
         )
 

@@ -22,8 +22,18 @@ A visit of any other member would do nothing, except for a modern member
 whose application sits idle in ``poll()``: that call is replayed before its
 machine next hears anything (:meth:`~emulator.host.modern_shell.ModernShell.catch_up`).
 The fetch wants are collected from the members visited or touched since the
-last collection (no other member's can have changed), and the metadata
-refreshes after a topic grows from a heap of their due times.
+last collection (no other member's can have changed).
+
+Metadata: a classic member asks for it when its own ``Metadata`` says so
+(:class:`~emulator.modern.messages.RequestMetadata`); the host serves the
+members that asked with one metadata call to a broker at a time (the members
+that ask while it is in flight wait for the next), and hands each the answer
+(its whole metadata cache; a paused member gets it at its wake). The answer is
+also the host's own view of the cluster (:attr:`HostCore.partitions_per_topic`),
+which a member created later starts with. Emulator choices (not Kafka): one call
+serves several members (each consumer asks on its own in Kafka), and a member
+cut off every broker is not asked for until the cut heals (Kafka's request
+would time out and be retried).
 
 Everything outside is injected: the emulated clock (``now_ms``), the event
 writer (:class:`EventSink`) and the transport (:class:`HostTransport`: the
@@ -51,7 +61,7 @@ from emulator.host.modern_shell import ModernShell
 from emulator.host.shell import MemberShell, TopicPartition
 from emulator.legacy.wildcard import WildcardSubscription
 from emulator.modern.machine import MemberMachine, make_member_machine
-from emulator.modern.messages import GroupRequest, GroupResponse
+from emulator.modern.messages import GroupRequest, GroupResponse, RequestMetadata
 from emulator.protocols import ProtocolSpec, spec
 from emulator.settings import RunSettings
 from emulator.topic_regex import WHITELIST, FilterKind, TopicFilter
@@ -140,7 +150,6 @@ class HostConfig:
         max_chunks: ``queued.max.message.chunks``: chunks a stream may queue.
         fetch_max_wait_ms: the long poll (``fetch.max.wait.ms``; 0.8:
             ``fetch.wait.max.ms``).
-        metadata_max_age_ms: ``metadata.max.age.ms``.
         auto_offset_reset: the reset policy sent with every fetch.
         assignor: the group's assignor.
         static_membership: members have a ``group.instance.id``.
@@ -156,7 +165,6 @@ class HostConfig:
     max_fetch: int = 1024
     max_chunks: int = 2
     fetch_max_wait_ms: float = 100.0
-    metadata_max_age_ms: float = 300000.0
     auto_offset_reset: str = "largest"
     assignor: str = "range"
     static_membership: bool = False
@@ -201,7 +209,6 @@ class HostConfig:
             max_fetch=max_fetch,
             max_chunks=fetch.queued_max_message_chunks,
             fetch_max_wait_ms=float(fetch.fetch_wait_max_ms),
-            metadata_max_age_ms=float(fetch.metadata_max_age_ms),
             auto_offset_reset=settings.legacy.auto_offset_reset,
             assignor=assignor,
             static_membership=static_membership,
@@ -241,6 +248,11 @@ class HostTransport(Leaders, Protocol):
 
     def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
         """Send a batch of group requests to ``broker`` (may be empty: collect answers)."""
+        ...
+
+    def request_metadata(self, topics: list[str], allow_auto_create: bool) -> None:
+        """Make one metadata call (``topics``: named, and created if missing when
+        ``allow_auto_create``); answer it with :meth:`HostCore.metadata_answered`."""
         ...
 
 
@@ -320,15 +332,13 @@ class HostCore:
         # it), and the tick whose visits are under way.
         self._visited_ms = -math.inf
         self._tick_ms = -math.inf
-        # Metadata refreshes after a topic grew: due time per name in the order
-        # the entries were made (the order refreshes of the same tick run in),
-        # with a heap of due times; due entries of paused members wait.
-        self._metadata_due: dict[str, float] = {}
-        self._metadata_pos: dict[str, int] = {}
-        self._metadata_heap: list[tuple[float, int, str]] = []
-        self._metadata_ready: set[str] = set()
-        self._metadata_next_pos = 0
-        self._metadata_left: set[str] = set()  # retired since the last housekeeping
+        # Metadata requests: the members that asked and wait for the next call
+        # (in the order they asked), the members of the call in flight, and the
+        # answers kept for members paused when they came.
+        self._md_waiting: dict[str, RequestMetadata] = {}
+        self._md_call: list[tuple[str, ModernShell]] | None = None
+        self._md_held: dict[str, tuple[ModernShell, dict[str, int]]] = {}
+        self.metadata_calls = 0
 
     # ---------------------------------------------------------------- events
 
@@ -415,6 +425,7 @@ class HostCore:
         member.broker_ids = tuple(sorted(broker_ids))
         box.append(member)
         member.on_unfetch = self.fetches.unfetch
+        member.on_metadata = self._metadata_wanted
         self._enter(member)
         member.apply(machine.start(self.now_ms()))
         return spec.name
@@ -511,8 +522,8 @@ class HostCore:
         self._dirty.discard(order)
         self._fetch_dirty.discard(order)
         member.on_touch = None
-        if name in self._metadata_due:
-            self._metadata_left.add(name)
+        self._md_waiting.pop(name, None)
+        self._md_held.pop(name, None)
         member.alive = False
         self.fetches.unfetch_all(member)
         self.gone[name] = how
@@ -528,28 +539,85 @@ class HostCore:
         return member
 
     def grow(self, topic: str, count: int) -> None:
-        """``topic`` now has ``count`` partitions.
+        """``topic`` now has ``count`` partitions (a new topic: it exists with them).
 
-        Modern members learn it at their next metadata refresh: every
-        ``metadata.max.age.ms`` from their start (the classic leader then
-        rejoins if what it assigned changed; a KIP-848 coordinator handles it
-        on its side). Legacy consumers learn it through their topic watch.
+        The host's view, which members created later start with. A modern
+        member already running learns it from its own metadata requests (a
+        classic member every ``metadata.max.age.ms`` and when Kafka forces
+        one; a KIP-848 coordinator on its side); legacy consumers learn it
+        through their topic watch.
         """
         self.partitions_per_topic[topic] = max(count, self.partitions_per_topic.get(topic, 0))
-        if not self.spec.has_coordinator:
+
+    # ------------------------------------------------------------- metadata
+
+    def _metadata_wanted(self, member: ModernShell, request: RequestMetadata) -> None:
+        """``member`` asks for metadata: it waits for the next call (its answer must
+        be newer than its request)."""
+        if self.members.get(member.name) is member:
+            self._md_waiting[member.name] = request
+
+    def _metadata_calls(self) -> None:
+        """Hand held answers to the members awake again; start a call if members wait.
+
+        A paused member or one cut off every broker waits (it sends nothing).
+        The call names every topic a member that named topics asked for, and
+        may create them if one of those allowed it (every answer is the
+        broker's whole metadata cache, which serves a pattern subscriber's
+        request for all topics too).
+        """
+        for name, (member, counts) in list(self._md_held.items()):
+            if self.members.get(name) is not member:
+                del self._md_held[name]
+            elif not member.paused:
+                del self._md_held[name]
+                member.metadata_refresh(counts)
+        if self._md_call is not None or not self._md_waiting:
             return
-        now = self.now_ms()
-        age = max(1.0, self.config.metadata_max_age_ms)
-        for name, member in self.members.items():
-            if isinstance(member, ModernShell):
-                k = math.floor((now - member.started_ms) / age) + 1
-                due = member.started_ms + k * age
-                if name not in self._metadata_due:
-                    self._metadata_pos[name] = self._metadata_next_pos
-                    self._metadata_next_pos += 1
-                self._metadata_due[name] = due
-                self._metadata_ready.discard(name)
-                heapq.heappush(self._metadata_heap, (due, self._metadata_pos[name], name))
+        call: list[tuple[str, ModernShell]] = []
+        named: set[str] = set()
+        create = False
+        for name, request in list(self._md_waiting.items()):
+            asker = self.members.get(name)
+            if not isinstance(asker, ModernShell):
+                del self._md_waiting[name]
+                continue
+            if asker.paused or asker.cut is None:
+                continue
+            del self._md_waiting[name]
+            call.append((name, asker))
+            if request.topics is not None:
+                named.update(request.topics)
+                create = create or request.allow_auto_create
+        if not call:
+            return
+        self._md_call = call
+        self.metadata_calls += 1
+        self.transport.request_metadata(sorted(named), create and bool(named))
+
+    def metadata_answered(self, leaders: Mapping[TopicPartition, int] | None) -> None:
+        """The answer to the metadata call (partition -> leader); ``None``: no broker answered.
+
+        Each member of the call gets the partition counts (a paused one at its
+        wake) or hears that it failed; the counts are the host's view from now on.
+        """
+        call, self._md_call = self._md_call or [], None
+        if leaders is None:
+            for name, member in call:
+                if self.members.get(name) is member:
+                    member.metadata_failed()
+            return
+        counts: dict[str, int] = {}
+        for t, p in leaders:
+            counts[t] = max(counts.get(t, 0), p + 1)
+        self.partitions_per_topic = dict(sorted(counts.items()))
+        for name, member in call:
+            if self.members.get(name) is not member:
+                continue
+            if member.paused:
+                self._md_held[name] = (member, dict(self.partitions_per_topic))
+            else:
+                member.metadata_refresh(dict(self.partitions_per_topic))
 
     # ------------------------------------------------------------------ tick
 
@@ -666,47 +734,16 @@ class HostCore:
                 member.on_response(resp)
 
     def housekeeping(self, now_ms: float) -> None:
-        """Per tick: metadata refreshes that are due, and the event log's flush.
+        """Per tick: the metadata call for the members that asked, and the event log's flush.
 
         The log is written out at the end of every tick, before the tick's
         requests leave (they are sent once the loop yields): what a member did
         is on disk before any commit that says it did it, so a killed host
         never leaves a committed offset whose processing the log lost.
         """
-        if self._metadata_due:
-            self._metadata_refreshes(now_ms)
+        if self._md_waiting or self._md_held:
+            self._metadata_calls()
         self.events.flush()
-
-    def _metadata_refreshes(self, now_ms: float) -> None:
-        """The metadata refreshes due at ``now_ms``, in the order their entries were made.
-
-        A gone member's entry is dropped at the first housekeeping it is gone
-        at; a paused member's waits for its wake.
-        """
-        for name in self._metadata_left:
-            if name not in self.members:
-                self._drop_metadata(name)
-        self._metadata_left.clear()
-        heap = self._metadata_heap
-        while heap and heap[0][0] <= now_ms:
-            due, pos, name = heapq.heappop(heap)
-            if self._metadata_due.get(name) == due and self._metadata_pos.get(name) == pos:
-                self._metadata_ready.add(name)
-        if not self._metadata_ready:
-            return
-        for name in sorted(self._metadata_ready, key=self._metadata_pos.__getitem__):
-            member = self.members.get(name)
-            if member is None:
-                self._drop_metadata(name)
-            elif not member.paused:
-                self._drop_metadata(name)
-                if isinstance(member, ModernShell):  # only modern members have a due
-                    member.metadata_refresh(dict(self.partitions_per_topic))
-
-    def _drop_metadata(self, name: str) -> None:
-        self._metadata_due.pop(name, None)
-        self._metadata_pos.pop(name, None)
-        self._metadata_ready.discard(name)
 
     # ------------------------------------------------------------------ stats
 

@@ -231,8 +231,10 @@ class HostFaults:
 
         Classic members rejoin with the new subscription in their JoinGroup
         metadata (``subscribe()`` with another set makes
-        ``rejoinNeededOrPending`` true); KIP-848 members send the new
-        ``SubscribedTopicNames`` in their next heartbeat. A 0.8
+        ``rejoinNeededOrPending`` true; ``subscribe(Pattern)`` with a pattern,
+        matched on their metadata); KIP-848 members send the new
+        ``SubscribedTopicNames`` (what the pattern selects now) in their next
+        heartbeat. A 0.8
         ``ZookeeperConsumerConnector`` cannot change its topics once its
         streams are created: this is emulated as a restart with downtime 0
         and the new subscription (same streams per topic as before), i.e. a
@@ -263,7 +265,10 @@ class HostFaults:
             core.specs[name] = new
             if isinstance(member, ModernShell):
                 core.fault("subscribe", name, None, topics=new_topics)
-                member.subscribe(new_topics)
+                # A classic member subscribes by the pattern itself (matched on its
+                # metadata); a KIP-848 member by the names it selects now.
+                classic = core.spec.generation == "classic"
+                member.subscribe(new_topics, topic_pattern if classic else None)
             else:
                 core.fault("subscribe", name, 0.0, topics=new_topics, emulated="restart")
                 restarts.append(new)

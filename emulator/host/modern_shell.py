@@ -31,6 +31,7 @@ from emulator.modern.messages import (
     GroupRequest,
     GroupResponse,
     MemberOutput,
+    RequestMetadata,
     StartFetching,
     StopFetching,
     TopicPartition,
@@ -92,6 +93,8 @@ class ModernShell(MemberShell):
         self.manual_commit = "none"
         self._commit_wait = False
         self._polled_at: float | None = None  # when the application last called poll()
+        # The host's metadata call for this member (set by the host; None: none made).
+        self.on_metadata: Callable[[ModernShell, RequestMetadata], None] | None = None
 
     @property
     def member_id(self) -> str:  # type: ignore[override]
@@ -114,6 +117,9 @@ class ModernShell(MemberShell):
                 self.stop_fetchers(out.partitions, cut=False)
             elif isinstance(out, StartFetching):
                 self.start_fetchers({tp: (STREAM, off) for tp, off in out.positions.items()})
+            elif isinstance(out, RequestMetadata):
+                if self.on_metadata is not None:
+                    self.on_metadata(self, out)
             elif isinstance(out, GroupRequest):
                 if isinstance(out, FindCoordinatorRequest) or self.coordinator is None:
                     target = self.bootstrap
@@ -250,20 +256,56 @@ class ModernShell(MemberShell):
             self.on_response(resp)
         return frozen
 
-    def subscribe(self, topics: list[str]) -> None:
-        """``KafkaConsumer.subscribe`` with another set of topics."""
+    def subscribe(self, topics: list[str], topic_pattern: str | None = None) -> None:
+        """``KafkaConsumer.subscribe`` with another set of topics, or a pattern."""
         self.touch()
-        self.apply(self.machine.subscribe(self._now_ms(), topics))
+        self.apply(self.machine.subscribe(self._now_ms(), topics, topic_pattern))
 
     def metadata_refresh(self, partitions_per_topic: dict[str, int]) -> None:
-        """A metadata refresh (``metadata.max.age.ms``) brought these partition counts.
+        """The answer to its metadata request: the cluster's partition counts.
 
-        The classic member's leader rejoins if what it assigned changed; the
-        KIP-848 member does not use partition counts (the coordinator does).
+        A classic member matches its pattern on it and its leader rejoins if
+        what it assigned changed; the KIP-848 member asks for none (the
+        coordinator assigns from its own metadata).
         """
         self.touch()
         if self.alive and not self.paused:
             self.apply(self.machine.update_metadata(self._now_ms(), partitions_per_topic))
+
+    def metadata_failed(self) -> None:
+        """No broker answered its metadata request."""
+        self.touch()
+        if self.alive and not self.paused:
+            self.apply(self.machine.metadata_failed(self._now_ms()))
+
+    def refetch(self, tp: TopicPartition, epoch: int) -> None:
+        """The fetch came to nothing (no known leader, a failed call): the metadata
+        may be stale (``Metadata.requestUpdate``, see
+        :meth:`~emulator.modern.classic_member.ClassicMember.request_metadata_update`)."""
+        live = self._live_position(tp, epoch)
+        super().refetch(tp, epoch)
+        if live:
+            self._metadata_stale()
+
+    def fetched(self, tp: TopicPartition, start: int, end: int, epoch: int) -> None:
+        """A fetch answer; an error (NOT_LEADER, UNKNOWN_TOPIC_OR_PARTITION) also asks
+        for metadata (``FetchCollector.handleInitializeErrors``)."""
+        stale = start < 0 and self._live_position(tp, epoch)
+        super().fetched(tp, start, end, epoch)
+        if stale:
+            self._metadata_stale()
+
+    def _live_position(self, tp: TopicPartition, epoch: int) -> bool:
+        pos = self.positions.get(tp)
+        return self.alive and pos is not None and pos.epoch == epoch
+
+    def _metadata_stale(self) -> None:
+        """Tell the machine (the caller touched this member: its next visit reads the deadline)."""
+        if self.alive and not self.paused:
+            out = self.machine.request_metadata_update(self._now_ms())
+            self._due_known = False  # a classic member's metadata request may now be due later
+            if out:
+                self.apply(out)
 
     def on_batch_done(self, tp: TopicPartition, end: int) -> None:
         """A poll batch is processed: the application commits (if it does), then polls.

@@ -40,6 +40,28 @@ partitions and re-join"). If the generation was reset, what was owned is
 ``validate_cooperative_assignment`` unless the assignor is the built-in
 cooperative-sticky one, as ``ConsumerCoordinator.onLeaderElected`` does.
 
+Metadata and topics that come and go (:class:`~emulator.modern.client_metadata.ClientMetadata`,
+K@3.9 ``Metadata``, ``ConsumerMetadata``, ``ConsumerCoordinator``): the member
+asks its host for metadata (:class:`~emulator.modern.messages.RequestMetadata`)
+every ``metadata.max.age.ms`` after the last answer, and sooner when Kafka
+forces it: a fetch error or a dropped connection
+(:meth:`ClassicMember.request_metadata_update`), new topics in its
+subscription, a leader whose group subscribes to topics it does not, and a
+pattern subscriber about to rejoin. At the next ``poll()`` after an answer
+(``maybeUpdateSubscriptionMetadata``) a ``subscribe(Pattern)`` member matches
+its pattern (Java's full match, :func:`emulator.topic_regex.compile_pattern`)
+against the topics of its metadata, logs TOPIC_PATTERN_RESOLVED when the
+match changed and rejoins ("subscription has changed"); the leader compares
+the snapshot of its group's topics with the one it assigned from and rejoins
+when a count changed or a topic appeared or went ("cached metadata has
+changed"). A deleted topic gets no partitions from the assignor
+(``AbstractPartitionAssignor``: no metadata, skipped), so its partitions are
+revoked at that rebalance: EAGER in ``onJoinPrepare`` as always; COOPERATIVE
+in ``onJoinPrepare`` when the topic left a pattern subscription, else in
+``onJoinComplete`` (owned, not assigned) with one more rejoin. The commit
+before it retries the deleted partitions until the rebalance timeout
+(KAFKA-16235, :meth:`ClassicMember._on_join_prepare`).
+
 Errors (B4): REBALANCE_IN_PROGRESS -> rejoin; ILLEGAL_GENERATION -> reset the
 generation, keep the member id; UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID ->
 reset both; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE -> rediscover the
@@ -69,6 +91,10 @@ Emulator choices (not Kafka):
   nothing more (no LeaveGroup).
 * The ``sticky`` assignor's user data (its previous assignment and
   generation) is JSON, not Kafka's struct.
+* Metadata timing as :mod:`emulator.modern.client_metadata` says (a fixed
+  back-off, every answer a full one, the first metadata given at creation);
+  a metadata request is answered by the host's one call for all its members
+  that asked (:class:`emulator.host.core.HostCore`).
 """
 
 from __future__ import annotations
@@ -80,13 +106,15 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from emulator.delivery import REBALANCE_LISTENERS
-from emulator.events import EventKind, format_partitions
+from emulator.events import EventKind, format_partitions, format_topics
+from emulator.kafka_keys import kafka_version_at_least
 from emulator.modern.assignors import (
     ClientAssignor,
     MemberSubscription,
     client_assignor,
     validate_cooperative_assignment,
 )
+from emulator.modern.client_metadata import ClientMetadata
 from emulator.modern.config import ClassicConsumerConfig
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -108,6 +136,7 @@ from emulator.modern.messages import (
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    RequestMetadata,
     StartFetching,
     StopFetching,
     Subscription,
@@ -116,6 +145,7 @@ from emulator.modern.messages import (
     TopicPartition,
     commit_age_ms,
 )
+from emulator.topic_regex import INTERNAL_TOPICS, TopicMatcher, compile_pattern
 
 PROTOCOL_TYPE: Final = "consumer"
 """``ConsumerProtocol.PROTOCOL_TYPE``."""
@@ -126,6 +156,16 @@ JOIN_GROUP_TIMEOUT_LAPSE_MS: Final = 5000
 COOPERATIVE_STICKY: Final = "cooperative-sticky"
 EAGER: Final = "EAGER"
 COOPERATIVE: Final = "COOPERATIVE"
+
+UNKNOWN_TOPIC_COMMIT_RETRIABLE_SINCE: Final = (2, 0)
+"""KAFKA-6829 (K@2.0.0 ``OffsetCommitResponseHandler``, commit 04a70bd3fe4): an
+OffsetCommit's UNKNOWN_TOPIC_OR_PARTITION is raised as the retriable error itself
+("just retry"); before, as a ``KafkaException`` ("Topic or Partition ... does not exist")."""
+
+PATTERN_REFRESH_BEFORE_JOIN_SINCE: Final = (2, 1)
+"""KAFKA-7126 (K@2.1.0, commit a932520135d): a pattern subscriber asks for fresh
+metadata before each rejoin once the back-off allows (``ConsumerCoordinator.poll``);
+before, it only waited for an update already requested or due (``ensureFreshMetadata``)."""
 
 # Errors after which joinGroupIfNeeded retries at once (no back-off).
 _REJOIN_AT_ONCE: Final = frozenset(
@@ -172,6 +212,24 @@ class Generation:
 
 
 NO_GENERATION_INFO: Final = Generation()
+
+
+@dataclass(frozen=True)
+class MetadataSnapshot:
+    """``ConsumerCoordinator.MetadataSnapshot``: partition counts of the metadata topics.
+
+    Attributes:
+        version: the ``Metadata.updateVersion`` it was taken at.
+        partitions: topic -> partition count, for the metadata topics
+            (``SubscriptionState.metadataTopics``) the metadata has.
+    """
+
+    version: int
+    partitions: Mapping[str, int]
+
+    def matches(self, other: MetadataSnapshot) -> bool:
+        """``matches``: the same version, or the same partitions."""
+        return self.version == other.version or dict(self.partitions) == dict(other.partitions)
 
 
 @dataclass
@@ -243,19 +301,27 @@ class ClassicMember:
     Args:
         member: the scenario's name for it (``c-0``), for events.
         group: ``group.id``.
-        topics: the subscribed topics.
+        topics: the subscribed topics (ignored with ``topic_pattern``).
         config: the consumer's settings.
-        partitions_per_topic: the cluster metadata the leader assigns from
-            (topic -> partition count); see :meth:`update_metadata`.
+        partitions_per_topic: the cluster metadata it starts with (topic ->
+            partition count), taken as the answer to its first metadata request
+            at :meth:`start`; later answers come through :meth:`update_metadata`.
         assignors: the ``partition.assignment.strategy`` instances in
             preference order; by default looked up by name in the client
             assignor registry (:func:`emulator.modern.assignors.client_assignor`).
         validate_cooperative: the leader's COOPERATIVE check; by default the
             registry's ``validate_cooperative_assignment``.
         corr_start: the first correlation id this member uses.
+        rebalance_listener: the application's listener (an emulator knob).
+        topic_pattern: ``subscribe(Pattern)``: the subscription is what the
+            pattern matches in full among the topics of its metadata, at each
+            metadata update (``updatePatternSubscription``).
 
     Raises:
-        ValueError: no topics, or assignors with no common rebalance protocol.
+        ValueError: no topics and no pattern, or assignors with no common
+            rebalance protocol.
+        TopicRegexError: a pattern ``java.util.regex`` rejects (or the emulator
+            cannot read faithfully).
     """
 
     def __init__(
@@ -270,8 +336,9 @@ class ClassicMember:
         validate_cooperative: CooperativeValidator | None = None,
         corr_start: int = 0,
         rebalance_listener: str = "none",
+        topic_pattern: str | None = None,
     ) -> None:
-        if not topics:
+        if not topics and topic_pattern is None:
             raise ValueError("a member subscribes to at least one topic")
         if rebalance_listener not in REBALANCE_LISTENERS:
             raise ValueError(f"rebalance_listener must be one of {REBALANCE_LISTENERS}")
@@ -279,7 +346,14 @@ class ClassicMember:
         self._app_commit: _Commit | None = None
         self.member = member
         self.group = group
-        self.topics = tuple(sorted(set(topics)))
+        # SubscriptionState: by names, or by a pattern (empty until it matched).
+        self.topic_pattern = topic_pattern
+        self._matcher: TopicMatcher | None = (
+            None if topic_pattern is None else compile_pattern(topic_pattern, "java")
+        )
+        self.topics: tuple[str, ...] = (
+            () if topic_pattern is not None else tuple(sorted(set(topics)))
+        )
         self.config = config
         if assignors is None:
             assignors = [client_assignor(name) for name in config.partition_assignment_strategy]
@@ -309,9 +383,19 @@ class ClassicMember:
         self.positions: dict[TopicPartition, int] = {}
         self.fetching: frozenset[TopicPartition] = frozenset()
         self._initializing: set[TopicPartition] = set()
-        self._metadata = dict(partitions_per_topic)
-        self._assignment_snapshot: dict[str, int] | None = None
-        self._group_topics: frozenset[str] = frozenset(self.topics)
+        # Metadata / ConsumerMetadata, and ConsumerCoordinator's snapshots of it.
+        self._first_metadata = dict(partitions_per_topic)
+        self._md = ClientMetadata(float(config.metadata_max_age_ms), float(config.retry_backoff_ms))
+        self._snapshot = MetadataSnapshot(0, {})  # metadataSnapshot
+        self._assignment_snapshot: MetadataSnapshot | None = None
+        self._group_subscription: frozenset[str] = frozenset()  # groupSubscription
+        self._joined_subscription: tuple[str, ...] | None = None  # joinedSubscription
+        # awaitMetadataUpdate in poll() (a pattern subscriber before a rejoin):
+        # the version the application thread waits to see change.
+        self._md_wait_version: int | None = None
+        # onLeaderElected's ensureFreshMetadata: the JoinGroup response whose
+        # assignment waits for a metadata update, and the version it waits past.
+        self._leader_wait: tuple[JoinGroupResponse, int] | None = None
         self._is_leader = False
         self._last_assignment: tuple[TopicPartition, ...] = ()
         self._last_assignment_generation = NO_GENERATION
@@ -376,6 +460,11 @@ class ClassicMember:
         """Correlation ids of requests not yet answered."""
         return list(self._pending)
 
+    @property
+    def metadata(self) -> ClientMetadata:
+        """Its metadata cache (``Metadata``): the retained topics, version and timers."""
+        return self._md
+
     # ----------------------------------------------------------------- inputs
 
     def start(self, now_ms: float) -> list[MemberOutput]:
@@ -385,6 +474,7 @@ class ClassicMember:
         self._started = True
         self._now = now_ms
         self._last_app_poll = now_ms
+        self._md.bootstrap(now_ms, self._retain(self._first_metadata))
         if self.config.enable_auto_commit:
             self._next_auto_commit = now_ms + self.config.auto_commit_interval_ms
         self._emit(EventKind.CONSUMER_STARTED, detail=f"protocol={self.protocol}")
@@ -492,29 +582,90 @@ class ClassicMember:
     def update_metadata(
         self, now_ms: float, partitions_per_topic: Mapping[str, int]
     ) -> list[MemberOutput]:
-        """New cluster metadata; the leader rejoins if the assigned topics changed."""
+        """A metadata answer: the cluster's topics and partition counts.
+
+        ``Metadata.update`` keeps the topics ``ConsumerMetadata.retainTopic``
+        keeps and bumps ``updateVersion``; the application thread then runs
+        ``maybeUpdateSubscriptionMetadata`` at its next ``poll()``: a pattern
+        subscription matches again (``updatePatternSubscription``; a changed
+        subscription rejoins, "subscription has changed") and the leader
+        compares the new snapshot with the one it assigned from (a changed
+        partition count, a created or a deleted topic: "cached metadata has
+        changed"). A leader waiting in ``onLeaderElected`` for fresh
+        metadata assigns now.
+        """
         self._now = now_ms
-        self._metadata = dict(partitions_per_topic)
+        self._md.update(now_ms, self._retain(partitions_per_topic))
+        if self._leader_wait is not None and self._md.version > self._leader_wait[1]:
+            resp, _version = self._leader_wait
+            self._leader_wait = None
+            if self._join is not None and self._join.stage == "join":
+                self._leader_assign(resp)
         return self._run()
 
-    def subscribe(self, now_ms: float, topics: Sequence[str]) -> list[MemberOutput]:
-        """``KafkaConsumer.subscribe`` with another set of topics.
+    def metadata_failed(self, now_ms: float) -> list[MemberOutput]:
+        """No broker answered its metadata request (``failedUpdate``): it tries again later."""
+        self._now = now_ms
+        self._md.failed(now_ms)
+        return self._run()
+
+    def request_metadata_update(self, now_ms: float) -> list[MemberOutput]:
+        """``Metadata.requestUpdate(false)``: its metadata may be stale.
+
+        A fetch answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION
+        (K@3.9 ``FetchCollector.handleInitializeErrors`` 333-339,
+        ``FetchUtils.requestMetadataUpdate``), a partition without a known
+        leader (``AbstractFetch.prepareFetchRequests`` 421) or a dropped
+        connection (``NetworkClient.handleServerDisconnect`` 1189). The request
+        goes once the back-off after the last one allows; nothing else runs.
+        """
+        self._now = now_ms
+        if self.closed or not self._started:
+            return []
+        self._md.request_update()
+        self._maybe_request_metadata()
+        out, self._out = self._out, []
+        return out
+
+    def subscribe(
+        self, now_ms: float, topics: Sequence[str], topic_pattern: str | None = None
+    ) -> list[MemberOutput]:
+        """``KafkaConsumer.subscribe`` with another set of topics, or a pattern.
 
         ``ConsumerCoordinator.rejoinNeededOrPending`` sees that the
         subscription differs from the one it joined with and requests a
         rejoin ("subscription has changed"); the JoinGroup carries the new
         topics. Partitions of dropped topics stay assigned until that
         rebalance's ``onJoinPrepare`` (EAGER: all revoked; COOPERATIVE: those
-        of the dropped topics).
+        of the dropped topics). Metadata for the new topics is asked for at
+        once (``requestUpdateForNewTopics``, K@3.9 ``ClassicKafkaConsumer``
+        483, 581); a pattern is matched against the metadata held now
+        (``updatePatternSubscription``) and again at that answer. Java
+        requires ``unsubscribe()`` between a names and a pattern subscription;
+        here it changes directly (an emulator shortcut).
+
+        Raises:
+            ValueError: no topics and no pattern.
+            TopicRegexError: a pattern ``java.util.regex`` rejects.
         """
         self._now = now_ms
-        new = tuple(sorted(set(topics)))
-        if not new:
-            raise ValueError("a member subscribes to at least one topic")
-        if new == self.topics or self.closed or self._closing:
-            return []
-        self.topics = new
-        self._request_rejoin("subscription has changed")
+        if topic_pattern is None:
+            new = tuple(sorted(set(topics)))
+            if not new:
+                raise ValueError("a member subscribes to at least one topic")
+            if (new, None) == (self.topics, self.topic_pattern) or self.closed or self._closing:
+                return []
+            self.topic_pattern, self._matcher = None, None
+            self.topics = new
+        else:
+            matcher = compile_pattern(topic_pattern, "java")
+            if topic_pattern == self.topic_pattern or self.closed or self._closing:
+                return []
+            self.topic_pattern, self._matcher = topic_pattern, matcher
+            self._update_pattern_subscription("subscribe")
+        self._md.request_update_for_new_topics()
+        if self._joined_subscription is None or self._joined_subscription != self.topics:
+            self._request_rejoin("subscription has changed")
         return self._run()
 
     def request_failed(self, now_ms: float, corr: int) -> list[MemberOutput]:
@@ -529,6 +680,7 @@ class ClassicMember:
         p = self._pending.get(corr)
         if p is None:
             return []
+        self._md.request_update()  # NetworkClient.handleServerDisconnect
         if p.kind == "find":
             del self._pending[corr]
             self._find_corr = None
@@ -573,12 +725,19 @@ class ClassicMember:
             poll_deadline = self._poll_deadline()
             if poll_deadline is not None:
                 times.append(poll_deadline)
+        if self._started:
+            md_due = self._md.request_due_at(self._now)
+            if md_due is not None:
+                times.append(md_due)
         if self._app_in_poll and not self._closing and self.coordinator is not None:
             if self._rejoin_needed or self._join is not None or self._metadata_changed():
                 times.append(self._join_retry_at)
                 times.append(self._join_prepare_retry_at)
                 if self._join_prepare_deadline is not None:
                     times.append(self._join_prepare_deadline)
+                if self._refreshes_before_join() and self._md_wait_version is None:
+                    # poll() asks for fresh metadata again once the back-off allows
+                    times.append(self._md.last_refresh_ms + self._md.backoff_ms)
             else:
                 if self._next_auto_commit is not None and self.config.enable_auto_commit:
                     times.append(self._next_auto_commit)
@@ -629,8 +788,30 @@ class ClassicMember:
                 self._application_thread()
             if self._closing and not self.closed:
                 self._closing_step()
+            if not self.closed:
+                self._maybe_request_metadata()
         out, self._out = self._out, []
         return out
+
+    def _maybe_request_metadata(self) -> None:
+        """``NetworkClient.DefaultMetadataUpdater.maybeUpdate``: ask when the cache says it is time.
+
+        The request names the metadata topics (``ConsumerMetadata.newMetadataRequestBuilder``,
+        which may create a missing one with ``allow.auto.create.topics``), or
+        every topic for a pattern subscription (``allTopics()``).
+        """
+        due = self._md.request_due_at(self._now)
+        if due is None or due > self._now:
+            return
+        self._md.sent()
+        if self._matcher is not None:
+            self._out.append(RequestMetadata(None, False))
+        else:
+            self._out.append(
+                RequestMetadata(
+                    tuple(sorted(self._metadata_topics())), self.config.allow_auto_create_topics
+                )
+            )
 
     def _fatal(self, reason: str) -> None:
         """An exception reached the application, which dies with it."""
@@ -705,6 +886,8 @@ class ClassicMember:
     def _on_request_timeout(self, corr: int, p: _Pending) -> None:
         del self._pending[corr]
         self._emit(EventKind.REQUEST_ERROR, reason="REQUEST_TIMED_OUT", detail=p.kind)
+        # NetworkClient.handleTimedOutRequests: a disconnection, which asks for metadata
+        self._md.request_update()
         if p.kind == "find":
             self._find_corr = None
             self._next_lookup_at = self._now + self.config.retry_backoff_ms
@@ -838,32 +1021,139 @@ class ClassicMember:
         self._needs_join_prepare = True
 
     def _rejoin_needed_or_pending(self) -> bool:
-        """``ConsumerCoordinator.rejoinNeededOrPending``: also the leader's metadata check."""
+        """``ConsumerCoordinator.rejoinNeededOrPending`` (K@3.9 874-896).
+
+        The leader rejoins when the metadata snapshot no longer matches the
+        one it assigned from ("cached metadata has changed": a partition
+        count changed, a subscribed topic was created or deleted); any member
+        when its subscription is not the one it joined with ("subscription has
+        changed": a pattern matched other topics).
+        """
         if self._metadata_changed():
             if not self._rejoin_needed:
                 self._request_rejoin("cached metadata has changed")
             return True
+        if self._subscription_changed():
+            if not self._rejoin_needed:
+                self._request_rejoin("subscription has changed")
+            return True
         return self._rejoin_needed or self._join is not None
 
     def _metadata_changed(self) -> bool:
-        return (
-            self._assignment_snapshot is not None
-            and self._assignment_snapshot != self._metadata_snapshot()
+        a = self._assignment_snapshot
+        return a is not None and not a.matches(self._snapshot)
+
+    def _subscription_changed(self) -> bool:
+        j = self._joined_subscription
+        return j is not None and j != self.topics
+
+    # ------------------------------------------------------------- metadata
+
+    def _pattern_matches(self, topic: str) -> bool:
+        """``matchesSubscribedPattern``, with ``exclude.internal.topics`` (``retainTopic``)."""
+        if self._matcher is None:
+            return False
+        if self.config.exclude_internal_topics and topic in INTERNAL_TOPICS:
+            return False
+        return self._matcher.matches(topic)
+
+    def _retain(self, partitions_per_topic: Mapping[str, int]) -> dict[str, int]:
+        """``ConsumerMetadata.retainTopic``: the topics of an answer the cache keeps.
+
+        Those the member or (a leader) the group subscribes to
+        (``needsMetadata``), and those its pattern matches (never an internal
+        topic with ``exclude.internal.topics``).
+        """
+        needed = set(self.topics) | self._group_subscription
+        return {
+            t: n
+            for t, n in sorted(partitions_per_topic.items())
+            if t in needed or self._pattern_matches(t)
+        }
+
+    def _metadata_topics(self) -> frozenset[str]:
+        """``SubscriptionState.metadataTopics``: the group's topics for a leader, else its own."""
+        own = frozenset(self.topics)
+        group = self._group_subscription
+        if not group:
+            return own
+        return group if group >= own else group | own
+
+    def _maybe_update_subscription_metadata(self) -> None:
+        """``maybeUpdateSubscriptionMetadata`` (K@3.9 436-448): on a new metadata version,
+        match the pattern again and take a new snapshot."""
+        if self._md.version <= self._snapshot.version:
+            return
+        if self._matcher is not None:
+            self._update_pattern_subscription("metadata" if self._snapshot.version else "start")
+        topics = self._md.topics
+        self._snapshot = MetadataSnapshot(
+            self._md.version,
+            {t: topics[t] for t in sorted(self._metadata_topics()) if t in topics},
         )
 
-    def _metadata_snapshot(self) -> dict[str, int]:
-        """Partition counts of the topics the group subscribes to (``MetadataSnapshot``)."""
-        return {t: self._metadata.get(t, 0) for t in sorted(self._group_topics)}
+    def _update_pattern_subscription(self, reason: str) -> None:
+        """``updatePatternSubscription`` (K@3.9 281-287): the subscription is what the
+        pattern matches among the topics of the metadata.
+
+        A change is logged (TOPIC_PATTERN_RESOLVED) and asks for metadata of the
+        new topics at once (``requestUpdateForNewTopics``).
+        """
+        if self._matcher is None:
+            return
+        matched = tuple(t for t in sorted(self._md.topics) if self._pattern_matches(t))
+        if matched == self.topics:
+            return
+        self.topics = matched
+        self._log_pattern(reason)
+        self._md.request_update_for_new_topics()
+
+    def _log_pattern(self, reason: str) -> None:
+        self._emit(
+            EventKind.TOPIC_PATTERN_RESOLVED,
+            pattern=self.topic_pattern,
+            topics=format_topics(self.topics),
+            count=len(self.topics),
+            reason=reason,
+            detail=f"version={self._md.version}",
+        )
+
+    def _refreshes_before_join(self) -> bool:
+        """Whether ``poll()`` asks for fresh metadata before rejoining (a pattern, KAFKA-7126)."""
+        return self._matcher is not None and kafka_version_at_least(
+            self.config.kafka_version, PATTERN_REFRESH_BEFORE_JOIN_SINCE
+        )
 
     # --------------------------------------------------- application thread
 
     def _application_thread(self) -> None:
-        """``ConsumerCoordinator.poll`` and ``updateFetchPositions``, non-blocking."""
+        """``ConsumerCoordinator.poll`` (K@3.9 470-535) and ``updateFetchPositions``, non-blocking.
+
+        A pattern subscriber about to (re)join asks for fresh metadata when the
+        back-off allows (``requestUpdate(true)``, from 2.1: KAFKA-7126) and
+        waits for an update requested or due (``ensureFreshMetadata``) before
+        it goes on, matching the pattern on that answer; meanwhile nothing
+        else of ``poll()`` runs (no join, no auto-commit).
+        """
+        if self._md_wait_version is not None:
+            if self._md.version == self._md_wait_version:
+                return  # awaitMetadataUpdate
+            self._md_wait_version = None
+        self._maybe_update_subscription_metadata()
         if self.coordinator is None:
             self._lookup_coordinator()
             return
-        if self._rejoin_needed_or_pending() and not self._join_group_if_needed():
-            return
+        if self._rejoin_needed_or_pending():
+            if self._matcher is not None:
+                now = self._now
+                if self._refreshes_before_join() and self._md.time_to_allow_update(now) == 0:
+                    self._md.request_update()
+                if self._md.update_requested or self._md.time_to_next_update(now) == 0:
+                    self._md_wait_version = self._md.version
+                    return
+                self._maybe_update_subscription_metadata()
+            if not self._join_group_if_needed():
+                return
         self._maybe_auto_commit()
         self._maybe_fetch_committed()
 
@@ -945,7 +1235,9 @@ class ClassicMember:
         )
 
     def _join_protocols(self) -> tuple[tuple[str, Subscription], ...]:
-        """``ConsumerCoordinator.metadata``: one subscription per assignor."""
+        """``ConsumerCoordinator.metadata``: one subscription per assignor; it is the
+        ``joinedSubscription`` from now on."""
+        self._joined_subscription = self.topics
         owned = tuple(sorted(self.owned))
         out: list[tuple[str, Subscription]] = []
         for a in self._assignors:
@@ -968,6 +1260,7 @@ class ClassicMember:
         return tuple(out)
 
     def _fail_join(self, outcome: _Outcome) -> None:
+        self._leader_wait = None
         fut = self._join
         if fut is not None and fut.stage != "done":
             fut.stage = "done"
@@ -1020,11 +1313,32 @@ class ClassicMember:
             self._fail_join(_outcome_of(err))
 
     def _on_leader_elected(self, resp: JoinGroupResponse) -> None:
-        """``ConsumerCoordinator.onLeaderElected``: run the assignor, send SyncGroup."""
-        assignor = self._lookup_assignor(resp.protocol_name)
-        if assignor is None:
+        """``ConsumerCoordinator.onLeaderElected``: run the assignor, send SyncGroup.
+
+        ``updateGroupSubscription`` (K@3.9 550-562) first: the leader's
+        metadata topics become the whole group's; if some member subscribes
+        to a topic it does not, it asks for their metadata at once
+        (``requestUpdateForNewTopics``), and it waits for an update requested
+        or due (``ensureFreshMetadata``) before it assigns: the SyncGroup
+        goes after that answer (:meth:`update_metadata`).
+        """
+        if self._lookup_assignor(resp.protocol_name) is None:
             self._fail_join(_Outcome(False, None, "IllegalStateException:invalid protocol"))
             return
+        group = frozenset(t for m in resp.members for t in m.metadata.topics)
+        self._group_subscription = group
+        if not frozenset(self.topics) >= group:
+            self._md.request_update_for_new_topics()
+        if self._md.update_requested or self._md.time_to_next_update(self._now) == 0:
+            self._leader_wait = (resp, self._md.version)
+            return
+        self._leader_assign(resp)
+
+    def _leader_assign(self, resp: JoinGroupResponse) -> None:
+        """The rest of ``onLeaderElected``, on fresh metadata: assign, snapshot, SyncGroup."""
+        self._maybe_update_subscription_metadata()
+        assignor = self._lookup_assignor(resp.protocol_name)
+        assert assignor is not None
         members: dict[str, MemberSubscription] = {}
         for m in resp.members:
             sub = MemberSubscription.from_join_group_member(m)
@@ -1036,13 +1350,12 @@ class ClassicMember:
                     )
             members[m.member_id] = sub
         self._is_leader = True
-        self._group_topics = frozenset(t for m in members.values() for t in m.topics)
         if resp.skip_assignment:
-            self._assignment_snapshot = self._metadata_snapshot()
+            self._assignment_snapshot = self._snapshot
             self._send_sync_group(())
             return
         try:
-            assignment = assignor.assign(self._metadata, members)
+            assignment = assignor.assign(self._md.topics, members)
             if self.protocol == COOPERATIVE and assignor.name != COOPERATIVE_STICKY:
                 owned = {mid: m.owned_partitions for mid, m in members.items()}
                 self._validate_cooperative(owned, assignment)
@@ -1050,7 +1363,7 @@ class ClassicMember:
             self._emit(EventKind.REQUEST_ERROR, reason="IllegalStateException", detail=str(exc))
             self._fail_join(_Outcome(False, None, "IllegalStateException"))
             return
-        self._assignment_snapshot = self._metadata_snapshot()
+        self._assignment_snapshot = self._snapshot
         self._send_sync_group(
             tuple((mid, Assignment(tuple(parts))) for mid, parts in assignment.items())
         )
@@ -1142,7 +1455,20 @@ class ClassicMember:
     def _on_join_prepare(self) -> bool:
         """``ConsumerCoordinator.onJoinPrepare``: commit, then revoke (or lose).
 
-        Returns False while the pre-rebalance commit is in flight or backing off.
+        Returns False while the pre-rebalance commit is in flight or backing
+        off. A retriable failure is retried until ``joinPrepareTimer`` (the
+        rebalance timeout, ``max.poll.interval.ms``) runs out (K@3.9 711-806).
+
+        KAFKA-16235 (open in 3.9; a regression since 3.2.1, KAFKA-14024): the
+        commit is ``allConsumed()``, so once a topic the member owns is
+        deleted its partitions fail with UNKNOWN_TOPIC_OR_PARTITION, retriable
+        since 2.0 (KAFKA-6829), and every retry fails the same way: the
+        rebalance waits the whole rebalance timeout, and an EAGER member,
+        whose partitions are pending revocation, fetches nothing meanwhile.
+        2.0 to 3.1 retried inside ``commitOffsetsSync`` bounded by the same
+        timeout (the same wait here); 3.2.0 retried without a bound
+        (KAFKA-13310's ``onJoinPrepare``), which is not emulated; before 2.0 the
+        error was not retriable and the rebalance went on at once.
         """
         now = self._now
         if self._join_prepare_deadline is None:
@@ -1176,6 +1502,7 @@ class ClassicMember:
             if gone:
                 self._drop_partitions(gone, lost=False)
         self._is_leader = False
+        self._group_subscription = frozenset()  # resetGroupSubscription
         self._join_prepare_deadline = None
         self._prepare_commit = None
         return True
@@ -1187,7 +1514,11 @@ class ClassicMember:
         assigned = frozenset(assignment.partitions)
         self._last_assignment = tuple(sorted(assigned))
         self._last_assignment_generation = self.generation.generation_id
-        if any(tp[0] not in self.topics for tp in assigned):
+        # checkAssignmentMatchedSubscription: by the pattern itself for a pattern subscription
+        if any(
+            not (self._pattern_matches(t) if self._matcher is not None else t in self.topics)
+            for t, _p in assigned
+        ):
             self._request_rejoin("received assignment does not match the current subscription")
             return
         owned = self.owned
@@ -1197,6 +1528,7 @@ class ClassicMember:
             if revoked:
                 self._drop_partitions(revoked, lost=False)
                 self._request_rejoin("need to revoke partitions and re-join")
+        self._maybe_update_joined_subscription(assigned)
         if self.config.enable_auto_commit:
             self._next_auto_commit = self._now + self.config.auto_commit_interval_ms
         self.owned = assigned
@@ -1215,6 +1547,23 @@ class ClassicMember:
                 self._emit(EventKind.OWNERSHIP_CLAIMED, topic=t, partition=part)
             self._initializing |= added
             self._next_fetch_at = self._now
+
+    def _maybe_update_joined_subscription(self, assigned: frozenset[TopicPartition]) -> None:
+        """``maybeUpdateJoinedSubscription`` (K@3.9 298-321): a pattern subscriber takes the
+        topics the leader assigned that it did not join with (the leader's metadata
+        was newer), into its subscription and its joined subscription."""
+        if self._matcher is None:
+            return
+        joined = frozenset(self._joined_subscription or ())
+        added = {t for t, _p in assigned} - joined
+        if not added:
+            return
+        new = tuple(sorted(set(self.topics) | added))
+        if new != self.topics:
+            self.topics = new
+            self._log_pattern("assignment")
+            self._md.request_update_for_new_topics()
+        self._joined_subscription = tuple(sorted(joined | added))
 
     def _drop_partitions(self, partitions: Iterable[TopicPartition], *, lost: bool) -> None:
         """``onPartitionsRevoked`` / ``onPartitionsLost`` and the assignment change."""
@@ -1311,7 +1660,15 @@ class ClassicMember:
         if err in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR):
             self._mark_coordinator_unknown(f"offset commit: {err.name}")
             outcome = _Outcome(False, err, "RetriableCommitFailedException", True)
-        elif err is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        elif err is Errors.COORDINATOR_LOAD_IN_PROGRESS or (
+            err is Errors.UNKNOWN_TOPIC_OR_PARTITION
+            and kafka_version_at_least(
+                self.config.kafka_version, UNKNOWN_TOPIC_COMMIT_RETRIABLE_SINCE
+            )
+        ):
+            # "just retry" (KAFKA-6829 for UNKNOWN_TOPIC_OR_PARTITION, 2.0+): so the
+            # commit before a rebalance retries a deleted topic's partitions until
+            # the rebalance timeout (KAFKA-16235, see _on_join_prepare).
             outcome = _Outcome(False, err, "RetriableCommitFailedException", True)
         elif err is Errors.FENCED_INSTANCE_ID:
             if unchanged:

@@ -221,6 +221,14 @@ class ClassicConsumerConfig:
             Kafka lacks this as a setting: it is ``KafkaConsumer.close()``'s
             default of 30000 (``DEFAULT_CLOSE_TIMEOUT_MS``).
         auto_offset_reset: ``auto.offset.reset`` (``latest``); the host applies it.
+        metadata_max_age_ms: ``metadata.max.age.ms`` (300000): the longest a
+            metadata answer is used before the next request (``Metadata.timeToNextUpdate``).
+        allow_auto_create_topics: ``allow.auto.create.topics`` (true, KIP-361,
+            2.3.0; before it a metadata request by names always allowed it):
+            whether a metadata request naming a missing topic may create it.
+        exclude_internal_topics: ``exclude.internal.topics`` (true): a pattern
+            subscription never matches ``__consumer_offsets``
+            (``ConsumerMetadata.retainTopic``).
     """
 
     kafka_version: str = DEFAULT_KAFKA_VERSION
@@ -239,6 +247,9 @@ class ClassicConsumerConfig:
     request_timeout_ms: int = default_int("request.timeout.ms", _CLASSIC)
     close_timeout_ms: int = default_int("close.timeout.ms", _CLASSIC)
     auto_offset_reset: str = default_str("auto.offset.reset", _CLASSIC)
+    metadata_max_age_ms: int = default_int("metadata.max.age.ms", _CLASSIC)
+    allow_auto_create_topics: bool = default_bool("allow.auto.create.topics", _CLASSIC)
+    exclude_internal_topics: bool = default_bool("exclude.internal.topics", _CLASSIC)
 
     @property
     def rebalance_timeout_ms(self) -> int:
@@ -318,6 +329,17 @@ class ClassicConsumerConfig:
             request_timeout_ms=_int(props, "request.timeout.ms", default("request.timeout.ms")),
             close_timeout_ms=_int(props, "close.timeout.ms", default("close.timeout.ms")),
             auto_offset_reset=reset,
+            metadata_max_age_ms=_int(props, "metadata.max.age.ms", default("metadata.max.age.ms")),
+            allow_auto_create_topics=_bool(
+                props,
+                "allow.auto.create.topics",
+                default_bool("allow.auto.create.topics", _CLASSIC, version),
+            ),
+            exclude_internal_topics=_bool(
+                props,
+                "exclude.internal.topics",
+                default_bool("exclude.internal.topics", _CLASSIC, version),
+            ),
         )
         for name, value in (
             ("session.timeout.ms", cfg.session_timeout_ms),
@@ -329,6 +351,8 @@ class ClassicConsumerConfig:
             _positive(name, value)
         if cfg.retry_backoff_ms < 0 or cfg.close_timeout_ms < 0:
             raise ValueError("retry.backoff.ms and close.timeout.ms must be >= 0")
+        if cfg.metadata_max_age_ms < 0:
+            raise ValueError("metadata.max.age.ms must be >= 0")
         # GroupRebalanceConfig / ConsumerConfig: heartbeat.interval.ms < session.timeout.ms.
         if cfg.heartbeat_interval_ms >= cfg.session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")

@@ -660,6 +660,18 @@ class ConsumerMember:
         """
         return []
 
+    def request_metadata_update(self, now_ms: float) -> list[MemberOutput]:
+        """A fetch error or a dropped connection: nothing to do here.
+
+        The member keeps no partition counts of its own (the coordinator
+        assigns from its metadata image), so no metadata request is emulated.
+        """
+        return []
+
+    def metadata_failed(self, now_ms: float) -> list[MemberOutput]:
+        """No metadata answer: never asked for one (see :meth:`request_metadata_update`)."""
+        return []
+
     @property
     def is_static(self) -> bool:
         """Whether ``group.instance.id`` is set."""

@@ -131,14 +131,26 @@ class MemberMachine(Protocol):
         """The application commits what it consumed (``commitSync`` or ``commitAsync``)."""
         ...
 
-    def subscribe(self, now_ms: float, topics: Sequence[str]) -> list[MemberOutput]:
-        """``KafkaConsumer.subscribe`` with another set of topics."""
+    def subscribe(
+        self, now_ms: float, topics: Sequence[str], topic_pattern: str | None = None
+    ) -> list[MemberOutput]:
+        """``KafkaConsumer.subscribe`` with another set of topics, or a pattern
+        (classic: matched on its metadata; KIP-848: the broker-side regex, 4.0+)."""
         ...
 
     def update_metadata(
         self, now_ms: float, partitions_per_topic: Mapping[str, int]
     ) -> list[MemberOutput]:
-        """A metadata refresh brought these partition counts."""
+        """The answer to its :class:`~emulator.modern.messages.RequestMetadata`:
+        the cluster's partition counts."""
+        ...
+
+    def metadata_failed(self, now_ms: float) -> list[MemberOutput]:
+        """No broker answered its :class:`~emulator.modern.messages.RequestMetadata`."""
+        ...
+
+    def request_metadata_update(self, now_ms: float) -> list[MemberOutput]:
+        """A fetch error or a dropped connection says its metadata may be stale."""
         ...
 
     def close(self, now_ms: float) -> list[MemberOutput]:
@@ -176,8 +188,9 @@ def make_member_machine(
         seed: the scenario's seed (KIP-848 retry jitter).
         rebalance_listener: the application's rebalance listener.
         topic_pattern: the group's subscription pattern, if any (``topics`` then
-            holds what it selected when the run was planned). A KIP-848 member
-            of Kafka 4.0+ subscribes with it (the coordinator resolves it).
+            holds what it selected when the run was planned). A classic member
+            subscribes with it (``subscribe(Pattern)``, matched on its metadata);
+            a KIP-848 member of Kafka 4.0+ too (the coordinator resolves it).
 
     Returns:
         A :class:`~emulator.modern.classic_member.ClassicMember` or a
@@ -198,6 +211,7 @@ def make_member_machine(
             partitions_per_topic=partitions_per_topic,
             corr_start=corr_start,
             rebalance_listener=rebalance_listener,
+            topic_pattern=topic_pattern,
         )
     return make_consumer_member(
         name=name,

@@ -302,8 +302,29 @@ class StopFetching:
     partitions: tuple[TopicPartition, ...]
 
 
-Effect = Emit | StartFetching | StopFetching
-"""What a member does besides sending requests: log, start or stop fetching."""
+@dataclass(frozen=True)
+class RequestMetadata:
+    """Send a MetadataRequest for this member (its host makes the call, one at a time).
+
+    The answer comes back through ``update_metadata`` (or ``metadata_failed``
+    when no broker answered). What the request names is
+    ``ConsumerMetadata.newMetadataRequestBuilder`` (K@3.9): every topic for a
+    pattern subscription (``MetadataRequest.Builder.allTopics()``, which never
+    creates one), else the member's metadata topics, which a broker with
+    ``auto.create.topics.enable`` creates when missing if ``allow_auto_create``.
+
+    Attributes:
+        topics: the topics named; ``None``: all topics.
+        allow_auto_create: ``allow.auto.create.topics`` for the named topics.
+    """
+
+    topics: tuple[str, ...] | None
+    allow_auto_create: bool = False
+
+
+Effect = Emit | StartFetching | StopFetching | RequestMetadata
+"""What a member does besides sending group requests: log, start or stop fetching,
+ask for metadata."""
 
 MemberOutput = GroupRequest | Effect
 """What a member state machine returns (classic and KIP-848 alike): requests

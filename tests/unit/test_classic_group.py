@@ -38,6 +38,7 @@ from emulator.modern.messages import (
     GroupRequest,
     GroupResponse,
     OffsetCommitRequest,
+    RequestMetadata,
     StartFetching,
     StopFetching,
     TopicPartition,
@@ -90,6 +91,8 @@ class Net(GroupTestContext):
         self._net_corr = itertools.count(1)
         self._routes: dict[tuple[int, int], tuple[str, int]] = {}
         self.sent: list[tuple[float, str, GroupRequest]] = []
+        # Metadata requests (a broker answers each with ``partitions`` after a round trip).
+        self.metadata_requests: list[tuple[float, str]] = []
 
     @property
     def coordinator(self) -> ClassicGroupCoordinator:
@@ -147,6 +150,16 @@ class Net(GroupTestContext):
                 for tp in o.partitions:
                     node.fetching.pop(tp, None)
                 self.record(name, [o])
+            elif isinstance(o, RequestMetadata):
+                self.metadata_requests.append((self.now, name))
+
+                def answer(name: str = name) -> None:
+                    node = self.nodes[name]
+                    if node.alive and name not in self.cut_off:
+                        outs = node.member.update_metadata(self.now, dict(self.partitions))
+                        self._member_out(name, outs)
+
+                self.schedule(self.now + 2 * self._latency(name), answer)
             else:
                 assert isinstance(o, GroupRequest)
                 self.sent.append((self.now, name, o))

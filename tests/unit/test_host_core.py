@@ -35,6 +35,7 @@ from emulator.modern.messages import (
     HeartbeatRequest,
     HeartbeatResponse,
     MemberOutput,
+    RequestMetadata,
     StartFetching,
     StopFetching,
     TopicPartition,
@@ -127,11 +128,21 @@ class StubMachine:
     def app_commit(self, now_ms: float, *, sync: bool) -> list[MemberOutput]:
         return self._call("app_commit", now_ms, sync)
 
-    def subscribe(self, now_ms: float, topics: object) -> list[MemberOutput]:
-        return self._call("subscribe", now_ms, topics)
+    def subscribe(
+        self, now_ms: float, topics: object, topic_pattern: str | None = None
+    ) -> list[MemberOutput]:
+        if topic_pattern is None:
+            return self._call("subscribe", now_ms, topics)
+        return self._call("subscribe", now_ms, topics, topic_pattern)
 
     def update_metadata(self, now_ms: float, partitions_per_topic: object) -> list[MemberOutput]:
         return self._call("update_metadata", now_ms, partitions_per_topic)
+
+    def metadata_failed(self, now_ms: float) -> list[MemberOutput]:
+        return self._call("metadata_failed", now_ms)
+
+    def request_metadata_update(self, now_ms: float) -> list[MemberOutput]:
+        return self._call("request_metadata_update", now_ms)
 
     def close(self, now_ms: float) -> list[MemberOutput]:
         return self._call("close", now_ms)
@@ -146,6 +157,7 @@ class FakeTransport:
         self.group_calls: list[tuple[int, list[GroupRequest]]] = []
         self.not_leaders: list[TopicPartition] = []
         self.refreshes = 0
+        self.metadata_calls: list[tuple[list[str], bool]] = []
 
     def leader(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
@@ -161,6 +173,9 @@ class FakeTransport:
 
     def send_groups(self, broker: int, requests: list[GroupRequest]) -> None:
         self.group_calls.append((broker, list(requests)))
+
+    def request_metadata(self, topics: list[str], allow_auto_create: bool) -> None:
+        self.metadata_calls.append((list(topics), allow_auto_create))
 
 
 @dataclass
@@ -208,7 +223,6 @@ class Host:
             max_fetch=100,
             max_chunks=2,
             fetch_max_wait_ms=500.0,
-            metadata_max_age_ms=1000.0,
             auto_offset_reset=RESET,
         )
         self.core = HostCore(
@@ -339,18 +353,48 @@ def test_a_failed_group_call_fails_the_request_and_moves_the_bootstrap() -> None
     assert member.bootstrap == 1
 
 
-def test_new_partitions_reach_a_modern_member_at_its_next_metadata_refresh() -> None:
+def test_a_metadata_request_is_one_call_and_its_answer_reaches_the_member() -> None:
     h = Host()
     m = StubMachine()
-    h.add(m)  # started at 0; metadata.max.age.ms is 1000
-    h.at(300.0)
-    h.core.grow("t", 4)
-    h.at(999.0)
-    assert m.called("update_metadata") == []
-    h.at(1000.0)
-    assert m.called("update_metadata") == [(1000.0, {"t": 4})]
-    h.at(2000.0)  # once per growth, not every age
-    assert len(m.called("update_metadata")) == 1
+    m.queue("start", [RequestMetadata(("t",), True)])
+    h.add(m)
+    h.core.grow("u", 2)  # a created topic: the host's view, not a call
+    assert h.transport.metadata_calls == []
+    h.at(0.0)
+    assert h.transport.metadata_calls == [(["t"], True)]
+    h.core.metadata_answered({("t", 0): 1, ("t", 1): 2, ("u", 0): 1})
+    assert m.called("update_metadata") == [(0.0, {"t": 2, "u": 1})]
+    assert h.core.partitions_per_topic == {"t": 2, "u": 1}  # what a later member starts with
+    m.queue("poll", [RequestMetadata(None)])  # a pattern subscriber: all topics
+    m.deadline = 100.0
+    h.at(100.0)
+    assert h.transport.metadata_calls[-1] == ([], False)
+    h.core.metadata_answered(None)  # no broker answered
+    assert m.called("metadata_failed") == [(100.0,)]
+
+
+def test_members_asking_during_a_call_wait_for_the_next_and_a_paused_one_at_its_wake() -> None:
+    machines = {name: StubMachine() for name in ("c-0", "c-1", "c-2")}
+    h = Host()
+    for i, (name, m) in enumerate(machines.items()):
+        m.queue("start", [RequestMetadata((name,), False)] if name != "c-2" else [])
+        h.add(m, name, index=i)
+    machines["c-2"].queue("poll", [RequestMetadata(("c-2",), True)])
+    machines["c-2"].deadline = 10.0
+    h.at(0.0)
+    assert h.transport.metadata_calls == [(["c-0", "c-1"], False)]  # one call for both
+    assert h.faults.pause("c-1", 400.0)
+    h.at(10.0)
+    assert len(h.transport.metadata_calls) == 1  # one call at a time: c-2 waits
+    h.core.metadata_answered({("t", 0): 1})
+    assert machines["c-0"].called("update_metadata") == [(10.0, {"t": 1})]
+    assert machines["c-1"].called("update_metadata") == []  # paused: held
+    h.at(20.0)
+    assert h.transport.metadata_calls[-1] == (["c-2"], True)  # the next call
+    h.clock.advance(390.0)
+    h.timers.fire(("c-1", "pause"))
+    h.at(410.0)
+    assert machines["c-1"].called("update_metadata") == [(410.0, {"t": 1})]
 
 
 # ------------------------------------------------------------- due-index
@@ -443,45 +487,6 @@ def test_a_batch_in_hand_is_visited_at_its_end_and_not_before() -> None:
     assert processed(h.events) == [(0, 10, 100.0)]
 
 
-def test_metadata_refreshes_run_in_the_order_of_their_entries_and_wait_out_a_pause() -> None:
-    order: list[str] = []
-
-    class Logged(StubMachine):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
-
-        def update_metadata(
-            self, now_ms: float, partitions_per_topic: object
-        ) -> list[MemberOutput]:
-            order.append(self.name)
-            return super().update_metadata(now_ms, partitions_per_topic)
-
-    h = Host()
-    machines = {name: Logged(name) for name in ("c-0", "c-1", "c-2")}
-    for i, (name, m) in enumerate(machines.items()):
-        h.add(m, name, index=i)
-    h.at(300.0)
-    h.core.grow("t", 4)  # all three due at 1000 (metadata.max.age.ms)
-    assert h.faults.pause("c-1", 400.0)  # woken at 900, before the refresh
-    h.at(900.0)
-    h.timers.fire(("c-1", "pause"))
-    assert h.faults.pause("c-0", 500.0)  # 900..1400: the refresh waits for the wake
-    h.at(999.0)
-    assert order == []
-    h.at(1000.0)
-    assert order == ["c-1", "c-2"]
-    h.at(1200.0)
-    assert order == ["c-1", "c-2"]
-    h.clock.advance(200.0)
-    h.timers.fire(("c-0", "pause"))
-    h.at(1400.0)
-    assert order == ["c-1", "c-2", "c-0"]
-    assert machines["c-0"].called("update_metadata") == [(1400.0, {"t": 4})]
-    h.at(3000.0)  # once per growth
-    assert len(order) == 3
-
-
 # ---------------------------------------------------- fetch-session client
 
 
@@ -543,6 +548,27 @@ def test_not_leader_asks_for_metadata_and_fetches_the_same_offset_again() -> Non
     assert h.transport.fetch_calls[1] == FetchCall(
         2, "host-0", True, [SessionFetch(2, "t", 0, 5, RESET, 100)], [], 500.0
     )
+
+
+def test_a_fetch_error_or_an_unknown_leader_tells_the_member_its_metadata_may_be_stale() -> None:
+    """K@3.9 ``FetchCollector.handleInitializeErrors`` (NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION) and ``AbstractFetch.prepareFetchRequests`` (no leader):
+    ``Metadata.requestUpdate``; a stale answer (a stopped position) does not."""
+    h = Host()
+    m = fetching(5)
+    h.add(m)
+    h.at(20.0)
+    m.queue("request_metadata_update", [RequestMetadata(("t",), True)])
+    h.core.fetch_answered(LEADER, [SessionAnswer(1, -3, -3)])  # UNKNOWN_TOPIC_OR_PARTITION
+    assert m.called("request_metadata_update") == [(20.0,)]
+    h.transport.leaders.clear()  # the leader map lost it: no known leader
+    h.at(40.0)
+    assert h.transport.metadata_calls == [(["t"], True)]  # the machine's request went
+    assert m.called("request_metadata_update") == [(20.0,), (40.0,)]  # and no leader
+    assert h.transport.fetch_calls[1:] == []
+    member = h.core.members["c-0"]
+    member.fetched(TP, -1, -1, epoch=99)  # an answer for an old position
+    assert len(m.called("request_metadata_update")) == 2
 
 
 def test_a_failed_call_loses_the_session_and_refetches_in_a_new_one() -> None:
@@ -778,6 +804,8 @@ def test_a_subscription_change_restarts_a_legacy_consumer_and_tells_a_modern_one
     done = modern.faults.subscribe(["c-0"], ["u", "t"])
     assert done.ok and done.restarts == []
     assert m.called("subscribe") == [(0.0, ["t", "u"])]
+    modern.faults.subscribe(["c-0"], ["t"], "t.*")  # a classic member takes the pattern
+    assert m.called("subscribe")[-1] == (0.0, ["t"], "t.*")
 
 
 def test_a_crash_abandons_the_batch_in_hand_and_retires_the_member() -> None:

@@ -60,7 +60,7 @@ def test_the_hosts_fetch_path_by_generation() -> None:
     # a fetch holds fetch.message.max.bytes of messages, and at most max.poll.records (modern)
     assert old.max_fetch == 1048576 // MESSAGE_BYTES
     assert new.max_fetch == 100
-    assert old.max_chunks == 2 and old.metadata_max_age_ms == 300000.0
+    assert old.max_chunks == 2
 
 
 def test_the_offset_reset_policy_travels_in_the_08_spelling() -> None:
