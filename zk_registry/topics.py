@@ -223,7 +223,14 @@ async def request_topic_deletion(
 async def delete_recursive(zk: ZkClient, path: str, tally: ZkOpCounter | None = None) -> bool:
     """ZkClient ``deleteRecursive``: the children first, then the node; ``False`` if it was gone.
 
-    A child created meanwhile (NotEmpty) makes it go round again.
+    A child created meanwhile (NotEmpty) makes it go round again, at most
+    ``RECORD_UPDATE_ROUNDS`` times. An emulator choice: zkclient 0.3's
+    ``deleteRecursive`` lets NotEmpty out as a ``ZkException``, which in
+    K@0.8.2.2 ``TopicDeletionManager.completeDeleteTopic`` would end the
+    ``DeleteTopicsThread`` (``ShutdownableThread.run`` logs "Error due to" and
+    stops). Only a write racing the deletion (an old controller's state
+    update) gets there; conformance script 32 shows the race on a real
+    ZooKeeper.
     """
     utils = ZkUtils(zk)
     for _ in range(RECORD_UPDATE_ROUNDS):
