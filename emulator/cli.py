@@ -252,6 +252,11 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
                 f"{r.summary.double_processing_ms / 1000.0:.1f} s on "
                 f"{', '.join(r.summary.double_processing_partitions[:8])}"
             )
+        if r.summary.deleted_unprocessed:
+            print(
+                f"  {r.summary.deleted_unprocessed} produced messages went with a deleted topic "
+                f"before anyone processed them (not counted as unprocessed)"
+            )
         if r.summary.ordering_overlap:
             print(
                 f"  two members processed different records of one partition at once "

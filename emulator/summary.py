@@ -4,6 +4,17 @@ This is the quick look printed when ``rebalance-emu run`` ends, and the
 ``counts`` of the manifest; the full analysis (invariants, metrics, plots) is
 the PySpark ``compare`` report. Offsets are handled as half-open ranges, so a
 summary of millions of messages costs no more than its batches.
+
+A topic deleted and created again under its name is a new *incarnation*
+(``topic_created``'s ``incarnation``) whose offsets start at 0 again, so
+records are keyed by (topic, incarnation, partition): offset 5 of two
+incarnations are two records, not a duplicate. ``produced`` and ``processed``
+events carry no incarnation; an event belongs to the latest incarnation of its
+topic created at or before it (topics that exist from the start are
+incarnation 1). An analysis rule, not Kafka's: a batch of an old incarnation
+processed after the topic was created again would be counted in the new one.
+Records of an incarnation that was deleted and never processed are counted in
+``deleted_unprocessed``, not in ``unprocessed``: they went with their topic.
 """
 
 from __future__ import annotations
@@ -38,7 +49,10 @@ class RunSummary:
         produced: messages appended to the logs.
         processed: messages processed, counting each time.
         duplicates: messages processed more than once (extra times).
-        unprocessed: produced messages never processed.
+        unprocessed: produced messages never processed (those of a deleted
+            topic apart: ``deleted_unprocessed``).
+        deleted_unprocessed: produced messages of a topic (incarnation) that
+            was deleted before they were processed.
         events: events read.
         partitions_unprocessed: partitions with any unprocessed message.
         double_processing: windows in which two or more members processed
@@ -61,6 +75,7 @@ class RunSummary:
     processed: int = 0
     duplicates: int = 0
     unprocessed: int = 0
+    deleted_unprocessed: int = 0
     events: int = 0
     partitions_unprocessed: list[str] = field(default_factory=list)
     double_processing: int = 0
@@ -78,10 +93,12 @@ class RunSummary:
 def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     """Compute a :class:`RunSummary` from a run's events (any order)."""
     s = RunSummary()
-    produced: dict[TopicPartition, list[Range]] = defaultdict(list)
-    processed: dict[TopicPartition, list[Range]] = defaultdict(list)
-    busy: dict[TopicPartition, list[Holder]] = defaultdict(list)
-    spans: dict[TopicPartition, list[tuple[float, float, str, int, int]]] = defaultdict(list)
+    # (topic, partition) -> (t, is_produced, range, processed batch's busy span or None)
+    records: dict[TopicPartition, list[tuple[float, bool, Range, Holder | None]]] = defaultdict(
+        list
+    )
+    created: dict[str, dict[int, float]] = defaultdict(dict)  # topic -> incarnation -> first t
+    deleted: set[tuple[str, int]] = set()
     for ev in events:
         s.events += 1
         kind = ev.get("kind")
@@ -93,35 +110,66 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.conflicts += 1
         elif kind == EventKind.REBALANCE_FAILED:
             s.gave_up += 1
+        elif kind in (EventKind.TOPIC_CREATED, EventKind.TOPIC_DELETED):
+            inc = ev.get("incarnation")
+            if isinstance(inc, int) and ev.get("topic") is not None:
+                topic = str(ev["topic"])
+                if kind == EventKind.TOPIC_DELETED:
+                    deleted.add((topic, inc))
+                else:
+                    t = _float(ev.get("t_emu_ms"))
+                    created[topic][inc] = min(t, created[topic].get(inc, t))
         elif kind in (EventKind.PRODUCED, EventKind.PROCESSED):
             tp = (str(ev["topic"]), _int(ev["partition"]))
             rng = (_int(ev["offset_start"]), _int(ev["offset_end"]))
+            t = _float(ev.get("t_emu_ms"))
+            busy: Holder | None = None
             if kind == EventKind.PRODUCED:
-                produced[tp].append(rng)
                 s.produced += rng[1] - rng[0]
             else:
-                processed[tp].append(rng)
                 s.processed += rng[1] - rng[0]
-                end = ev.get("t_emu_ms")
                 took = ev.get("duration_ms")
-                if isinstance(end, int | float) and isinstance(took, int | float) and took > 0:
+                if isinstance(took, int | float) and took > 0:
                     who = str(ev.get("member_id") or ev.get("member") or "?")
-                    busy[tp].append((float(end) - float(took), float(end), who))
-                    spans[tp].append((float(end) - float(took), float(end), who, *rng))
+                    busy = (t - float(took), t, who)
+            records[tp].append((t, kind == EventKind.PRODUCED, rng, busy))
+    produced: dict[tuple[str, int, int], list[Range]] = defaultdict(list)
+    processed: dict[tuple[str, int, int], list[Range]] = defaultdict(list)
+    holders: dict[tuple[str, int, int], list[Holder]] = defaultdict(list)
+    spans: dict[tuple[str, int, int], list[tuple[float, float, str, int, int]]] = defaultdict(list)
+    for (topic, partition), recs in records.items():
+        # The incarnations of the topic by creation time: each record to the latest before it.
+        born = sorted((t, inc) for inc, t in created.get(topic, {}).items())
+        for t, is_produced, rng, busy in recs:
+            inc = 1
+            for t_born, i in born:
+                if t_born <= t:
+                    inc = i
+            key = (topic, inc, partition)
+            if is_produced:
+                produced[key].append(rng)
+            else:
+                processed[key].append(rng)
+                if busy is not None:
+                    holders[key].append(busy)
+                    spans[key].append((*busy, *rng))
     unique_processed = 0
-    for tp in sorted(set(produced) | set(processed)):
-        prod = merge_spans(produced.get(tp, []))
-        proc = merge_spans(processed.get(tp, []))
+    for key in sorted(set(produced) | set(processed)):
+        prod = merge_spans(produced.get(key, []))
+        proc = merge_spans(processed.get(key, []))
         unique_processed += total_length(proc)
         missing = total_length(prod) - intersection_length(prod, proc)
         if missing > 0:
+            if (key[0], key[1]) in deleted:
+                s.deleted_unprocessed += missing
+                continue
             s.unprocessed += missing
-            s.partitions_unprocessed.append(f"{tp[0]}:{tp[1]}")
+            s.partitions_unprocessed.append(_label(key))
     s.duplicates = s.processed - unique_processed
-    for tp in sorted(busy):
+    for key in sorted(holders):
         same: list[float] = []
-        for w0, w1, _members in overlap_windows(busy[tp]):
-            if _shares_records(spans[tp], w0, w1):
+        for w0, w1, _members in overlap_windows(holders[key]):
+            if _shares_records(spans[key], w0, w1):
                 same.append(w1 - w0)
             else:
                 s.ordering_overlap += 1
@@ -130,8 +178,18 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.double_processing += len(same)
             s.double_processing_ms += sum(same)
             s.double_processing_max_ms = max(s.double_processing_max_ms, *same)
-            s.double_processing_partitions.append(f"{tp[0]}:{tp[1]}")
+            s.double_processing_partitions.append(_label(key))
     return s
+
+
+def _label(key: tuple[str, int, int]) -> str:
+    """``topic:partition``, with ``#incarnation`` for a topic created again (2 and on)."""
+    topic, inc, partition = key
+    return f"{topic}:{partition}" if inc == 1 else f"{topic}#{inc}:{partition}"
+
+
+def _float(v: object) -> float:
+    return float(v) if isinstance(v, int | float) else 0.0
 
 
 def _shares_records(spans: list[tuple[float, float, str, int, int]], w0: float, w1: float) -> bool:

@@ -519,7 +519,9 @@ class LegacyZkDriver:
             if event.kind == "data" and event.data is None:
                 # ZKTopicPartitionChangeListener.handleDataDeleted only logs a warning
                 # ("gets deleted, which should not happen at this time"): no rebalance.
-                log.warning("Topic for path %s gets deleted", path)
+                # Kafka's WARN goes to the emulator's debug log: one per member would
+                # flood the console, and the deletion is in the events.
+                log.debug("Topic for path %s gets deleted", path)
                 return
             if self.on_watch is not None:
                 self.on_watch(source, event)

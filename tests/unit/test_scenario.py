@@ -83,6 +83,7 @@ LIBRARY = (
     "zk-member-loss",
     "zk-quorum-loss",
     "large-group",
+    "topic-churn",
 )
 
 

@@ -75,3 +75,33 @@ def test_summary_reports_double_processing() -> None:
     assert s.double_processing == 1
     assert s.double_processing_ms == 300.0 and s.double_processing_max_ms == 300.0
     assert s.double_processing_partitions == ["t:0"]
+
+
+def _at(kind: str, t: float, s: int, e: int, topic: str = "t") -> dict[str, object]:
+    return {**_ev(kind, 0, s, e), "topic": topic, "t_emu_ms": t}
+
+
+def test_a_topic_created_again_is_a_new_incarnation_and_a_deleted_ones_records_are_apart() -> None:
+    """t is deleted at 50 s with offsets 60-100 unread and created again at 60 s.
+
+    Offsets 0-40 of incarnation 2 are other records than 0-40 of incarnation 1:
+    no duplicate; what incarnation 1 left unread went with it (not unprocessed);
+    incarnation 2's unread offsets are unprocessed, labelled with the incarnation.
+    """
+    evs = [
+        _at("produced", 10_000, 0, 100),
+        _at("processed", 20_000, 0, 60),
+        {"kind": "topic_deleted", "topic": "t", "incarnation": 1, "t_emu_ms": 50_000},
+        {"kind": "topic_created", "topic": "t", "incarnation": 2, "t_emu_ms": 60_000},
+        _at("produced", 61_000, 0, 50),
+        _at("processed", 62_000, 0, 40),
+        _at("produced", 61_000, 0, 10, topic="u"),
+        _at("processed", 62_000, 0, 10, topic="u"),
+    ]
+    s = summarize(evs)
+    assert s.duplicates == 0
+    assert s.deleted_unprocessed == 40
+    assert s.unprocessed == 10 and s.partitions_unprocessed == ["t#2:0"]
+    # Without the topic events the same offsets read as repeats and unread records.
+    plain = summarize([e for e in evs if not str(e["kind"]).startswith("topic_")])
+    assert plain.duplicates == 40 and plain.unprocessed == 40
