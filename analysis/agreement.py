@@ -46,6 +46,7 @@ numpy's default). Pure except :func:`load_side`, which reads the directories.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -601,6 +602,7 @@ class Agreement:
     real: Side
     sim: Side
     plan_mismatches: list[str] = field(default_factory=list)
+    settings_listed_once: list[str] = field(default_factory=list)
 
     def counts(self, rule: str | None = None) -> dict[str, int]:
         """Rows per verdict (of one rule, or all judged rules)."""
@@ -640,6 +642,7 @@ class Agreement:
             "sim": side(self.sim),
             "scenario": self.real.scenario,
             "plan_mismatches": self.plan_mismatches,
+            "settings_listed_by_one_side": self.settings_listed_once,
             "counts": {
                 "all": self.counts(),
                 EXACT: self.counts(EXACT),
@@ -661,12 +664,9 @@ def compare_sides(real: Side, sim: Side) -> Agreement:
     Raises:
         AgreementError: the sides ran different scenarios, or share no protocol.
     """
-    if real.scenario != sim.scenario:
-        diff = sorted(
-            k
-            for k in set(real.scenario) | set(sim.scenario)
-            if real.scenario.get(k) != sim.scenario.get(k)
-        )
+    listed_once, ra, sa = _settings_listed_by_one_side(real.scenario, sim.scenario)
+    if ra != sa:
+        diff = sorted(k for k in set(ra) | set(sa) if ra.get(k) != sa.get(k))
         raise AgreementError(f"the two sides ran different scenarios (they differ in {diff})")
     protocols = sorted(
         (p for p in real.protocols() if p in sim.protocols()),
@@ -686,7 +686,34 @@ def compare_sides(real: Side, sim: Side) -> Agreement:
             [t for t in real.trials if t.protocol == p],
             [t for t in sim.trials if t.protocol == p],
         )
-    return Agreement(rows, real, sim, mismatches)
+    return Agreement(rows, real, sim, mismatches, listed_once)
+
+
+def _settings_listed_by_one_side(
+    a: Mapping[str, Any], b: Mapping[str, Any]
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """Effective Kafka settings only one side's manifest lists, and both scenarios without them.
+
+    A later emulator lists a setting it made settable (at its Kafka default)
+    that an earlier one did not list; such a key says nothing about the run.
+    Every setting both list must still agree, as must everything else.
+    """
+    ca, cb = copy.deepcopy(dict(a)), copy.deepcopy(dict(b))
+    out: list[str] = []
+    ea, eb = ca.get("kafka_effective"), cb.get("kafka_effective")
+    if not isinstance(ea, dict) or not isinstance(eb, dict):
+        return out, ca, cb
+    for proto in sorted(set(ea) & set(eb)):
+        ka, kb = ea[proto], eb[proto]
+        if not isinstance(ka, dict) or not isinstance(kb, dict):
+            continue
+        for key in sorted(set(ka) ^ set(kb)):
+            side = "real" if key in ka else "sim"
+            value = ka.get(key, kb.get(key))
+            out.append(f"{proto} {key} = {value} (only the {side} side lists it)")
+            ka.pop(key, None)
+            kb.pop(key, None)
+    return out, ca, cb
 
 
 # ----------------------------------------------------------------- text
@@ -760,6 +787,12 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
     ]
     if ag.plan_mismatches:
         lines += ["", "Drawn plans that differ: " + "; ".join(ag.plan_mismatches)]
+    if ag.settings_listed_once:
+        lines += [
+            "",
+            "Settings one side's manifest lists and the other's does not (at their "
+            "defaults; left out of the comparison): " + "; ".join(ag.settings_listed_once),
+        ]
     if ag.real.excluded or ag.sim.excluded:
         lines += ["", "Left out:"]
         for s in (ag.real, ag.sim):

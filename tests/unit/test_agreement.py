@@ -271,6 +271,26 @@ def test_sides_of_different_scenarios_or_protocols_are_refused() -> None:
         compare_sides(a, c)
 
 
+def test_a_setting_only_one_side_lists_is_noted_and_a_differing_one_refused() -> None:
+    """A later emulator lists metadata.max.age.ms at its default: noted, not a mismatch."""
+    t = trial("consumer", 1, [])
+    old = {**SCENARIO, "kafka_effective": {"classic": {"session.timeout.ms": 45000}}}
+    new = {
+        **SCENARIO,
+        "kafka_effective": {
+            "classic": {"session.timeout.ms": 45000, "metadata.max.age.ms": 300000}
+        },
+    }
+    ag = compare_sides(Side("real", "r", (t,), (), old, {}), Side("sim", "s", (t,), (), new, {}))
+    assert ag.settings_listed_once == [
+        "classic metadata.max.age.ms = 300000 (only the sim side lists it)"
+    ]
+    assert new["kafka_effective"]["classic"]["metadata.max.age.ms"] == 300000  # not mutated
+    other = {**SCENARIO, "kafka_effective": {"classic": {"session.timeout.ms": 10000}}}
+    with pytest.raises(AgreementError, match="kafka_effective"):
+        compare_sides(Side("real", "r", (t,), (), old, {}), Side("sim", "s", (t,), (), other, {}))
+
+
 def test_drawn_plans_of_a_shared_seed_are_checked() -> None:
     t = trial("consumer", 7, [])
     a = Side("real", "r", (t,), (), dict(SCENARIO), {("consumer", 7): [{"members": ["c-1"]}]})
