@@ -57,6 +57,19 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   give to no member or to several (``count`` = how many).
 * ``unbalanced_assignment``: at a settle point, live members' partition counts
   differ by more than one.
+
+Topics created and deleted during the run (:mod:`analysis.topics`): every
+checker reads the events keyed by topic incarnation (:attr:`SharedFrames.events`:
+``t``, ``t#2`` ...), so offsets of two incarnations of a name are different
+records; ownership intervals end at their incarnation's deletion
+(:func:`analysis.ownership.split_at_incarnations`), so nothing is doubly owned
+or stranded once a topic is gone, and a partition is expected (unowned spans,
+assignments) only while its incarnation exists. What becomes of a deleted
+topic's partitions is not an anomaly but an observation
+(:func:`topic_observations`): its unprocessed tail is ``deleted_with_topic``,
+not ``loss``; a commit stored after its deletion is
+``commits_deleted_partition``, not ``commit_by_non_owner``; holds and batches
+after it are ``owns_deleted_partition`` and ``processes_deleted_partition``.
 """
 
 from __future__ import annotations

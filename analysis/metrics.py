@@ -35,6 +35,11 @@ Definitions (the event log is the record; times are emulated ms):
   ``releases`` (a release stamped after the next owner's claim), ``count``
   (both) and ``largest_ms``, a lower bound of the clock skew the run saw.
   The checkers order such owners by the protocol, not as double ownership.
+* ``topics`` (only for a run whose topics were created or deleted,
+  :func:`topic_metrics`): incarnations created and deleted, and what became
+  of the deleted ones' partitions (records deleted with their topic, holds,
+  batches and commits after the deletion). Partitions are keyed by topic
+  incarnation throughout (:mod:`analysis.topics`).
 """
 
 from __future__ import annotations

@@ -215,7 +215,12 @@ class Incarnations:
 
     @classmethod
     def of(cls, events: DataFrame) -> Incarnations:
-        """The incarnations the events' ``topic_created`` / ``topic_deleted`` describe."""
+        """The incarnations the events' ``topic_created`` / ``topic_deleted`` describe.
+
+        A table without the schema-3 columns (an older frame) has none.
+        """
+        if not {"topic", "incarnation", "t_emu_ms", "protocol"} <= set(events.columns):
+            return cls((), events.sparkSession)
         rows = (
             events.where(
                 F.col("kind").isin(*LIFECYCLE_KINDS)
@@ -318,14 +323,14 @@ class Incarnations:
         t = F.col("t_emu_ms")
         own = F.col("kind").isin(*LIFECYCLE_KINDS) & F.col("incarnation").isNotNull()
         inc = F.when(own, F.col("incarnation")).otherwise(self.incarnation_col(F.col("topic"), t))
-        return events.withColumns(
-            {
-                "topic": F.when(F.col("topic").isNull(), F.col("topic")).otherwise(
-                    topic_key_col(F.col("topic"), inc)
-                ),
-                "partitions": self.partitions_col(F.col("partitions"), t),
-            }
-        )
+        cols = {
+            "topic": F.when(F.col("topic").isNull(), F.col("topic")).otherwise(
+                topic_key_col(F.col("topic"), inc)
+            )
+        }
+        if "partitions" in events.columns:
+            cols["partitions"] = self.partitions_col(F.col("partitions"), t)
+        return events.withColumns(cols)
 
     def _session(self, spark: SparkSession | None) -> SparkSession:
         s = spark or self._spark or SparkSession.getActiveSession()
