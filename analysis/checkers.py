@@ -57,6 +57,19 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   give to no member or to several (``count`` = how many).
 * ``unbalanced_assignment``: at a settle point, live members' partition counts
   differ by more than one.
+
+Topics created and deleted during the run (:mod:`analysis.topics`): every
+checker reads the events keyed by topic incarnation (:attr:`SharedFrames.events`:
+``t``, ``t#2`` ...), so offsets of two incarnations of a name are different
+records; ownership intervals end at their incarnation's deletion
+(:func:`analysis.ownership.split_at_incarnations`), so nothing is doubly owned
+or stranded once a topic is gone, and a partition is expected (unowned spans,
+assignments) only while its incarnation exists. What becomes of a deleted
+topic's partitions is not an anomaly but an observation
+(:func:`topic_observations`): its unprocessed tail is ``deleted_with_topic``,
+not ``loss``; a commit stored after its deletion is
+``commits_deleted_partition``, not ``commit_by_non_owner``; holds and batches
+after it are ``owns_deleted_partition`` and ``processes_deleted_partition``.
 """
 
 from __future__ import annotations
@@ -93,8 +106,10 @@ from analysis.ownership import (
     MEMBER_END_KINDS,
     RELEASE_KINDS,
     effective_intervals,
+    named_intervals,
     ownership_intervals_all,
     protocol_intervals,
+    split_at_incarnations,
 )
 from analysis.timelines import (
     assignment_spans,
@@ -102,6 +117,15 @@ from analysis.timelines import (
     partition_universe,
     settle_points,
     unowned_spans,
+)
+from analysis.topics import (
+    COMMITS_DELETED_PARTITION,
+    DELETED_WITH_TOPIC,
+    OWNS_DELETED_PARTITION,
+    PROCESSES_DELETED_PARTITION,
+    Incarnations,
+    alive_at,
+    topic_name_col,
 )
 from emulator.anomalies import (
     ALLOWED,
@@ -301,12 +325,53 @@ def check_loss(
     coverage: DataFrame | None = None,
     intervals: DataFrame | None = None,
     groups: DataFrame | None = None,
+    lifetimes: DataFrame | None = None,
 ) -> DataFrame:
     """Produced offset ranges that no member ever processed.
 
     ``group``: the group that owned the partition (the first by name), else
-    the protocol's consumer group.
+    the protocol's consumer group. ``lifetimes``
+    (:meth:`analysis.topics.Incarnations.lifetimes_frame`): the unprocessed
+    tail of a deleted incarnation (what would be ``unprocessed_at_end``) went
+    with its topic: not loss, a :data:`analysis.topics` observation
+    (:func:`topic_observations`).
     """
+    lost = lost_ranges(events, coverage, intervals, groups)
+    if lifetimes is not None:
+        lost = lost.join(_deletions(lifetimes), ["protocol", "topic"], "left").where(
+            ~_went_with_topic()
+        )
+    return _anomaly(
+        lost,
+        LOSS,
+        offset_start=F.col("s"),
+        offset_end=F.col("e"),
+        count=F.col("e") - F.col("s"),
+        detail=F.col("_why"),
+    )
+
+
+def _deletions(lifetimes: DataFrame) -> DataFrame:
+    """``protocol, topic, _deleted``: the deleted incarnations (keys) and when."""
+    return F.broadcast(
+        lifetimes.where(F.col("deleted").isNotNull()).select(
+            "protocol", "topic", F.col("deleted").alias("_deleted")
+        )
+    )
+
+
+def _went_with_topic() -> Column:
+    """A lost range (joined with :func:`_deletions`) that is the tail of a deleted incarnation."""
+    return F.col("_deleted").isNotNull() & (F.col("_why") == LOSS_AT_END)
+
+
+def lost_ranges(
+    events: DataFrame,
+    coverage: DataFrame | None = None,
+    intervals: DataFrame | None = None,
+    groups: DataFrame | None = None,
+) -> DataFrame:
+    """``TP + [s, e, group, _why]``: produced offset ranges never processed, and why."""
     cov = coverage if coverage is not None else offset_coverage(events)
     iv = intervals if intervals is not None else ownership_intervals_all(events)
     lost = islands(cov, TP, (F.col("prod") > 0) & (F.col("proc") == 0))
@@ -338,7 +403,7 @@ def check_loss(
         )
     )
     owners = iv.groupBy(*TP).agg(F.min("group").alias("_g"))
-    lost = (
+    return (
         lost.join(owners, TP, "left")
         .join(
             F.broadcast(groups if groups is not None else protocol_groups(events)),
@@ -346,14 +411,7 @@ def check_loss(
             "left",
         )
         .withColumn("group", F.coalesce(F.col("_g"), F.col("group")))
-    )
-    return _anomaly(
-        lost,
-        LOSS,
-        offset_start=F.col("s"),
-        offset_end=F.col("e"),
-        count=F.col("e") - F.col("s"),
-        detail=F.col("_why"),
+        .select(*TP, "s", "e", "group", "_why")
     )
 
 
@@ -461,7 +519,21 @@ def check_duplicates(
     return _anomaly(agg, DUPLICATE, detail=F.col("why"))
 
 
-def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = None) -> DataFrame:
+def commits_stored(events: DataFrame) -> DataFrame:
+    """``GTP + [member, t, off]``: each ``offsets_committed`` at the instant it was stored."""
+    return events.where(F.col("kind") == K.OFFSETS_COMMITTED.value).select(
+        *GTP,
+        member_col().alias("member"),
+        (F.col("t_emu_ms") - F.coalesce(F.col("duration_ms"), F.lit(0.0))).alias("t"),
+        F.col("offset_end").alias("off"),
+    )
+
+
+def check_commit_by_non_owner(
+    events: DataFrame,
+    effective: DataFrame | None = None,
+    lifetimes: DataFrame | None = None,
+) -> DataFrame:
     """``offsets_committed`` by a member that was not the partition's current owner.
 
     The commit's instant is when the coordinator stored it: ``t_emu_ms`` less
@@ -469,20 +541,24 @@ def check_commit_by_non_owner(events: DataFrame, effective: DataFrame | None = N
     consumer, whose event is the write itself). A commit stored while its
     member owned the partition is not a non-owner's even when the answer
     reaches the member after a rebalance (a pause between the two).
+
+    ``lifetimes`` (:meth:`analysis.topics.Incarnations.lifetimes_frame`): a
+    commit stored at or after its incarnation's deletion has no owner to be
+    judged against (nobody owns a partition that is gone): it is a
+    ``commits_deleted_partition`` observation (:func:`topic_observations`), not
+    this anomaly.
     """
     eff = (
         effective if effective is not None else effective_intervals(ownership_intervals_all(events))
     )
-    commits = (
-        events.where(F.col("kind") == K.OFFSETS_COMMITTED.value)
-        .select(
-            *GTP,
-            member_col().alias("member"),
-            (F.col("t_emu_ms") - F.coalesce(F.col("duration_ms"), F.lit(0.0))).alias("t"),
-            F.col("offset_end").alias("off"),
+    commits = commits_stored(events)
+    if lifetimes is not None:
+        commits = (
+            commits.join(_deletions(lifetimes), ["protocol", "topic"], "left")
+            .where(F.col("_deleted").isNull() | (F.col("t") < F.col("_deleted")))
+            .drop("_deleted")
         )
-        .withColumn("cid", F.monotonically_increasing_id())
-    )
+    commits = commits.withColumn("cid", F.monotonically_increasing_id())
     mine = eff.select(
         *GTP, F.col("member").alias("_m"), F.col("s").alias("_s"), F.col("e").alias("_e")
     )
@@ -548,8 +624,16 @@ def check_assignments(
     timeline: DataFrame | None = None,
     universe: DataFrame | None = None,
     bounds: DataFrame | None = None,
+    incarnations: Incarnations | None = None,
 ) -> DataFrame:
-    """``invalid_assignment`` and ``unbalanced_assignment`` rows at each settle point."""
+    """``invalid_assignment`` and ``unbalanced_assignment`` rows at each settle point.
+
+    ``incarnations`` (topics created or deleted during the run, :mod:`analysis.topics`):
+    a partition is expected at a settle point only while its incarnation
+    exists there, and an assignment names topics (as the members and the
+    coordinator do): a member's latest completed assignment lists the
+    incarnation of each name at the settle point.
+    """
     iv = intervals if intervals is not None else ownership_intervals_all(events)
     pts = settle_points(events, iv, timeline)
     spans = assignment_spans(events, bounds)
@@ -584,6 +668,16 @@ def check_assignments(
     )
     universe = universe if universe is not None else partition_universe(events, iv)
     expect = counts.select("protocol", "group", "t").join(universe, ["protocol", "group"])
+    if incarnations:
+        given = given.withColumn(
+            "topic", incarnations.key_col(topic_name_col(F.col("topic")), F.col("t"))
+        )
+        life = F.broadcast(incarnations.lifetimes_frame())
+        expect = (
+            expect.join(life, ["protocol", "topic"], "left")
+            .where(alive_at(F.col("t")))
+            .select(*expect.columns)
+        )
     tally = (
         expect.join(given, [*GTP, "t"], "left")
         .groupBy(*GTP, "t")
@@ -604,6 +698,73 @@ def check_assignments(
         ),
     )
     return inv.unionByName(unb)
+
+
+OBSERVATION_SCHEMA: Final = StructType([f for f in ANOMALY_SCHEMA.fields if f.name != "allowed"])
+"""The rows of :func:`topic_observations`: the anomaly columns without a verdict."""
+
+
+def topic_observations(shared: SharedFrames) -> DataFrame:
+    """What became of deleted topics' partitions: :data:`OBSERVATION_SCHEMA` rows.
+
+    The kinds are :data:`analysis.topics.OBSERVATION_KINDS` (what each counts is
+    there): ``deleted_with_topic`` (records that went with their topic, not
+    ``loss``), ``owns_deleted_partition`` (a member's hold past the deletion,
+    :func:`analysis.ownership.split_at_incarnations`),
+    ``processes_deleted_partition`` and ``commits_deleted_partition``. Not
+    anomalies: no verdict, not in :func:`run_checkers`. Empty for a run
+    without ``topic_deleted``.
+    """
+    sh = shared
+    lifetimes, holds = sh.lifetimes, sh.holds
+    ev = sh.events
+    if lifetimes is None or holds is None:
+        empty = ev.sparkSession.createDataFrame([], OBSERVATION_SCHEMA)
+        return empty
+    gone = _deletions(lifetimes)
+
+    def obs(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
+        return _anomaly(df, kind, **cols).drop("allowed")
+
+    lost = lost_ranges(ev, sh.coverage, sh.intervals, sh.groups).join(gone, ["protocol", "topic"])
+    deleted = obs(
+        lost.where(_went_with_topic()),
+        DELETED_WITH_TOPIC,
+        t_start_ms=F.col("_deleted"),
+        t_end_ms=F.col("_deleted"),
+        offset_start=F.col("s"),
+        offset_end=F.col("e"),
+        count=F.col("e") - F.col("s"),
+        detail=F.lit(None),
+    )
+    held = obs(
+        holds, OWNS_DELETED_PARTITION, t_start_ms=F.col("s"), t_end_ms=F.col("e"), count=F.lit(1)
+    )
+    batches = sh.batches.join(gone, ["protocol", "topic"]).where(F.col("t1") > F.col("_deleted"))
+    processed = obs(
+        batches,
+        PROCESSES_DELETED_PARTITION,
+        t_start_ms=F.col("t0"),
+        t_end_ms=F.col("t1"),
+        offset_start=F.col("os"),
+        offset_end=F.col("oe"),
+        count=F.col("oe") - F.col("os"),
+        detail=F.when(F.col("t0") < F.col("_deleted"), F.lit("in_hand_at_deletion")).otherwise(
+            F.lit("started_after_deletion")
+        ),
+    )
+    commits = (
+        commits_stored(ev).join(gone, ["protocol", "topic"]).where(F.col("t") >= F.col("_deleted"))
+    )
+    committed = obs(
+        commits,
+        COMMITS_DELETED_PARTITION,
+        t_start_ms=F.col("t"),
+        t_end_ms=F.col("t"),
+        offset_end=F.col("off"),
+        count=F.lit(1),
+    )
+    return deleted.unionByName(held).unionByName(processed).unionByName(committed)
 
 
 def delivery_modes(events: DataFrame) -> dict[str, tuple[str, bool, str]]:
@@ -709,9 +870,33 @@ class SharedFrames:
     """
 
     def __init__(self, events: DataFrame) -> None:
-        self.events = events
+        self.raw_events = events
+        self._keyed: DataFrame | None = None
+        self._incarnations: Incarnations | None = None
         self._cache: dict[str, DataFrame] = {}
         self._modes: dict[str, tuple[str, bool, str]] | None = None
+
+    @property
+    def incarnations(self) -> Incarnations:
+        """The topics' incarnations (:class:`analysis.topics.Incarnations`), read once."""
+        if self._incarnations is None:
+            self._incarnations = Incarnations.of(self.raw_events)
+        return self._incarnations
+
+    @property
+    def events(self) -> DataFrame:
+        """The events keyed by topic incarnation (:meth:`analysis.topics.Incarnations.keyed`):
+        what every checker and metric reads; the given events when no topic was created again."""
+        if self._keyed is None:
+            self._keyed = self.incarnations.keyed(self.raw_events)
+        return self._keyed
+
+    @property
+    def lifetimes(self) -> DataFrame | None:
+        """:meth:`analysis.topics.Incarnations.lifetimes_frame`; ``None`` without topic events."""
+        if not self.incarnations:
+            return None
+        return self._get("lifetimes", self.incarnations.lifetimes_frame)
 
     def _get(
         self, name: str, build: Callable[[], DataFrame], by: list[str] | None = None
@@ -775,9 +960,27 @@ class SharedFrames:
         )
 
     @property
+    def named(self) -> DataFrame:
+        """:func:`analysis.ownership.named_intervals` (the topics' names, uncut)."""
+        return self._get("named", lambda: named_intervals(self.control, self.bounds))
+
+    def _split(self) -> tuple[DataFrame, DataFrame]:
+        return split_at_incarnations(self.named, self.incarnations.spans_frame())
+
+    @property
     def intervals(self) -> DataFrame:
-        """:func:`ownership_intervals_all`."""
+        """:func:`ownership_intervals_all` (cut at the topics' incarnations, if any)."""
+        if self.incarnations:
+            return self._get("intervals", lambda: self._split()[0])
         return self._get("intervals", lambda: ownership_intervals_all(self.control, self.bounds))
+
+    @property
+    def holds(self) -> DataFrame | None:
+        """Holds of deleted partitions (:func:`analysis.ownership.split_at_incarnations`);
+        ``None`` without topic events."""
+        if not self.incarnations:
+            return None
+        return self._get("holds", lambda: self._split()[1])
 
     @property
     def ordered(self) -> DataFrame:
@@ -825,7 +1028,9 @@ class SharedFrames:
         """:func:`unowned_spans`."""
         return self._get(
             "gaps",
-            lambda: unowned_spans(self.events, self.intervals, self.universe, self.bounds),
+            lambda: unowned_spans(
+                self.events, self.intervals, self.universe, self.bounds, self.lifetimes
+            ),
         )
 
 
@@ -835,14 +1040,22 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
     ``shared``: the intermediate frames, when the caller (the metrics) reuses them.
     """
     sh = shared if shared is not None else SharedFrames(events)
+    ev = sh.events  # keyed by topic incarnation (analysis.topics)
     parts = [
-        check_double_ownership(events, sh.ordered),
-        check_double_processing(events, sh.batches),
-        check_loss(events, sh.coverage, sh.intervals, sh.groups),
-        check_duplicates(events, sh.coverage, sh.effective, sh.batches),
-        check_commit_by_non_owner(events, sh.effective),
-        check_stranded(events, sh.intervals, sh.timeline, sh.gaps),
-        check_assignments(sh.control, sh.intervals, sh.timeline, sh.universe, sh.bounds),
+        check_double_ownership(ev, sh.ordered),
+        check_double_processing(ev, sh.batches),
+        check_loss(ev, sh.coverage, sh.intervals, sh.groups, sh.lifetimes),
+        check_duplicates(ev, sh.coverage, sh.effective, sh.batches),
+        check_commit_by_non_owner(ev, sh.effective, sh.lifetimes),
+        check_stranded(ev, sh.intervals, sh.timeline, sh.gaps),
+        check_assignments(
+            sh.control,
+            sh.intervals,
+            sh.timeline,
+            sh.universe,
+            sh.bounds,
+            sh.incarnations if sh.incarnations else None,
+        ),
     ]
     out = parts[0]
     for p in parts[1:]:

@@ -60,10 +60,31 @@ Definitions (times are emulated ms):
     the snapshots taken after this change and after the next; None for the
     0.8 consumer or a run without snapshots).
 
+  - ``rebalances``: member rebalances started (a member's ``rebalance_started``);
+    ``members_disturbed``: members told to rebalance or rebalancing
+    (``rebalance_triggered`` / ``rebalance_started``).
+
 * ``time_to_detect_ms`` (crash, pause, network partition, slow, host crash or
   loss): from the change to the group's first reaction, the coordinator
   removing a member or another member starting to rebalance; None when
   nothing reacted (a pause shorter than the session).
+
+* Topic changes (``create_topic``, ``delete_topic``; :mod:`analysis.topics`
+  for incarnations): the episode's ``topic`` is the first such change's topic.
+
+  - ``topic_discovery_ms`` (``create_topic``): from the created incarnation's
+    ``topic_created`` (the first of that name at or after the action) to the
+    first moment a member owned one of its partitions, also after the
+    episode's window; None when no member ever did (the group does not
+    subscribe to it, or the run ended first) or the topic was not created. A
+    name still held from a deleted incarnation is owned from the creation
+    (carried over, :func:`analysis.ownership.split_at_incarnations`): 0.
+  - ``topic_release_ms`` (``delete_topic``): from its ``topic_deleted`` (the
+    first of that name at or after the action) until the last member holding
+    one of its partitions let go (0 when none held one); None when a hold
+    lasted to the run's end or into a new incarnation of the name, or the
+    topic was not deleted (``delete.topic.enable`` false). ``time_to_stable_ms``
+    says when the group settled.
 """
 
 from __future__ import annotations
@@ -100,6 +121,7 @@ class Change:
         members: the members it acts on.
         index: its ``[[timeline]]`` entry; actions of one entry are one change.
         cleared_ms: when a timed fault ended (None: not timed, or never cleared).
+        topic: the topic a topic change (``create_topic``, ``delete_topic``) is about.
     """
 
     t_ms: float
@@ -107,6 +129,7 @@ class Change:
     members: tuple[str, ...] = ()
     index: int | None = None
     cleared_ms: float | None = None
+    topic: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +159,36 @@ class Owned:
 
 
 @dataclass(frozen=True)
+class TopicLife:
+    """One incarnation of a topic (:mod:`analysis.topics`).
+
+    ``key``: its key (``t``, ``t#2``) as the partitions of :class:`Owned` name it;
+    ``name``: the topic's name; ``created`` / ``deleted``: its ``topic_created`` /
+    ``topic_deleted`` (None: from the start / not deleted).
+    """
+
+    key: str
+    name: str
+    created: float | None
+    deleted: float | None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A member's hold of a deleted incarnation's partition (``topic:p``) over ``[s, e)``.
+
+    ``detail``: ``released`` (it let go), ``carried_over`` (the name was created
+    again while held) or ``held_to_end`` (:func:`analysis.ownership.split_at_incarnations`).
+    """
+
+    partition: str
+    member: str
+    s: float
+    e: float
+    detail: str
+
+
+@dataclass(frozen=True)
 class Span:
     """A span ``[s, e)`` of one partition (unowned, or owned twice)."""
 
@@ -150,7 +203,8 @@ class Mark:
 
     ``what``: ``commit_failed``, ``generation`` (``n`` = the new generation or
     group epoch), ``zk_ops`` (``n`` operations), ``member_removed``,
-    ``rebalance`` (a member started or was told to rebalance).
+    ``rebalance`` (a member was told to rebalance), ``rebalance_started`` (a
+    member started a rebalance).
     """
 
     t: float
@@ -192,6 +246,8 @@ class History:
             order; empty for the 0.8 consumer.
         complete: the run ended (``run_finished`` seen); else the last
             episode is cut short.
+        topics: the incarnations of topics created or deleted during the run.
+        holds: members' holds of deleted partitions.
     """
 
     protocol: str
@@ -209,6 +265,8 @@ class History:
     anomalies: list[AnomalyRow] = field(default_factory=list)
     requests: list[tuple[float, int]] = field(default_factory=list)
     complete: bool = True
+    topics: list[TopicLife] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
 
     @property
     def legacy(self) -> bool:
@@ -245,6 +303,11 @@ class Episode:
     generation_bumps: int | None = None
     zk_ops: int | None = None
     coordinator_requests: int | None = None
+    rebalances: int = 0
+    members_disturbed: int = 0
+    topic: str | None = None
+    topic_discovery_ms: float | None = None
+    topic_release_ms: float | None = None
     cut_short: bool = False
 
     @property
@@ -283,6 +346,10 @@ EPISODE_METRICS: tuple[tuple[str, str], ...] = (
     ("generation_bumps", "generation or group-epoch bumps"),
     ("zk_ops", "ZooKeeper reads and writes of rebalance attempts"),
     ("coordinator_requests", "requests the coordinators answered"),
+    ("rebalances", "member rebalances started"),
+    ("members_disturbed", "members that rebalanced or were told to"),
+    ("topic_discovery_ms", "ms from a topic's creation until a member owned a partition of it"),
+    ("topic_release_ms", "ms from a topic's deletion until no member held a partition of it"),
 )
 """Every numeric per-episode metric, with what it counts (the experiment report's rows)."""
 
@@ -324,6 +391,7 @@ class _Draft:
     not_before: float
     index: int | None = None
     overlapped: bool = False
+    topics: list[tuple[str, str, float]] = field(default_factory=list)  # (action, topic, t)
 
 
 def _drafts(h: History) -> list[_Draft]:
@@ -339,13 +407,23 @@ def _drafts(h: History) -> list[_Draft]:
         )
         clear = c.cleared_ms if c.cleared_ms is not None else c.t_ms
         detect = [(c.t_ms, c.members)] if c.action in DETECTED_ACTIONS else []
+        topics = [(c.action, c.topic, c.t_ms)] if c.topic is not None else []
         if same_entry:
             last.members.extend(m for m in c.members if m not in last.members)
             last.detect_after.extend(detect)
             last.not_before = max(last.not_before, clear)
+            last.topics.extend(topics)
             continue
         drafts.append(
-            _Draft([c.action], c.t_ms, list(c.members), detect, max(c.t_ms, clear), c.index)
+            _Draft(
+                [c.action],
+                c.t_ms,
+                list(c.members),
+                detect,
+                max(c.t_ms, clear),
+                c.index,
+                topics=topics,
+            )
         )
     return drafts
 
@@ -404,6 +482,7 @@ def episodes(h: History) -> list[Episode]:
                 d.members.extend(m for m in nxt.members if m not in d.members)
                 d.detect_after.extend(nxt.detect_after)
                 d.not_before = max(d.not_before, nxt.not_before)
+                d.topics.extend(nxt.topics)
                 d.overlapped = True
                 j += 1
                 continue
@@ -442,7 +521,9 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
             if t0 <= m.t < end
             and (
                 m.what == "member_removed"
-                or (m.what == "rebalance" and m.member is not None and m.member not in affected)
+                or (
+                    m.what in _REBALANCE_MARKS and m.member is not None and m.member not in affected
+                )
             )
         ]
         ep.time_to_detect_ms = (min(first) - t0) if first else None
@@ -488,6 +569,21 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
             ep.ordering_overlap_s += overlap_length(a.s, a.e, start, end) / 1000.0
     # Lag.
     ep.peak_lag, ep.lag_recovery_ms = _lag(h.lag, start, end, h.bucket_ms, h.produced_per_bucket)
+    # Rebalances and the members they disturbed.
+    window = [m for m in h.marks if start <= m.t < end]
+    ep.rebalances = sum(1 for m in window if m.what == "rebalance_started")
+    ep.members_disturbed = len(
+        {m.member for m in window if m.what in _REBALANCE_MARKS and m.member is not None}
+    )
+    # Topic changes.
+    if d.topics:
+        ep.topic = d.topics[0][1]
+        created = next(((tp, t) for a, tp, t in d.topics if a == "create_topic"), None)
+        deleted = next(((tp, t) for a, tp, t in d.topics if a == "delete_topic"), None)
+        if created is not None:
+            ep.topic_discovery_ms = _discovery(h, *created)
+        if deleted is not None:
+            ep.topic_release_ms = _release(h, *deleted)
     # Counted marks.
     ep.commit_failures = int(
         sum(m.n for m in h.marks if m.what == "commit_failed" and start <= m.t < end)
@@ -501,6 +597,45 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
     else:
         ep.zk_ops = int(sum(m.n for m in h.marks if m.what == "zk_ops" and start <= m.t < end))
     return ep
+
+
+_REBALANCE_MARKS = frozenset({"rebalance", "rebalance_started"})
+"""Marks of a member told to rebalance or starting to."""
+
+
+def _life(h: History, topic: str, after: float, deleted: bool) -> TopicLife | None:
+    """The first incarnation of ``topic`` created (or deleted) at or after ``after``."""
+    best: tuple[float, TopicLife] | None = None
+    for life in h.topics:
+        when = life.deleted if deleted else life.created
+        later = life.name == topic and when is not None and when >= after
+        if later and when is not None and (best is None or when < best[0]):
+            best = (when, life)
+    return None if best is None else best[1]
+
+
+def _key_of(partition: str) -> str:
+    return partition.rpartition(":")[0]
+
+
+def _discovery(h: History, topic: str, t: float) -> float | None:
+    """ms from the incarnation a ``create_topic`` at ``t`` made until a member owned a partition."""
+    life = _life(h, topic, t, deleted=False)
+    if life is None or life.created is None:
+        return None
+    firsts = [o.s for o in h.owned if _key_of(o.partition) == life.key]
+    return max(0.0, min(firsts) - life.created) if firsts else None
+
+
+def _release(h: History, topic: str, t: float) -> float | None:
+    """ms from the deletion a ``delete_topic`` at ``t`` led to until no member held a partition."""
+    life = _life(h, topic, t, deleted=True)
+    if life is None or life.deleted is None:
+        return None
+    holds = [x for x in h.holds if _key_of(x.partition) == life.key]
+    if any(x.detail != "released" for x in holds):
+        return None
+    return max((x.e for x in holds), default=life.deleted) - life.deleted
 
 
 def _lag(

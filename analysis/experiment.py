@@ -43,11 +43,15 @@ if TYPE_CHECKING:  # Spark loads only when a command runs
 
 EXPERIMENT_FILE = "experiment.json"
 ANALYSIS_FILE = "analysis.json"
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 """Bumped when what a trial's ``analysis.json`` holds, or how it is computed, changes (older
 ones are recomputed). 3: a member told to stop is closing, not idle; a release in the
 instant of a stop counts as revoked; a member between its completed rebalance and its
-claims is claiming, not idle (:mod:`analysis.timelines`)."""
+claims is claiming, not idle (:mod:`analysis.timelines`). 4: topics created and deleted
+during a run (:mod:`analysis.topics`: incarnation keys, ownership cut at a deletion,
+records deleted with their topic not loss, a ``topics`` metric), and per episode
+``rebalances``, ``members_disturbed``, ``topic_discovery_ms``, ``topic_release_ms``;
+trials without topic events get the same numbers plus the new episode counts."""
 
 MAX_BATCH_EVENTS = 3_000_000
 """Trials are analysed together up to about this many events per Spark pass."""

@@ -207,6 +207,62 @@ class H:
             group=self.group,
         )
 
+    def topic_action(
+        self,
+        kind: str,
+        topic: str,
+        at: float,
+        index: int = 0,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+    ) -> H:
+        """A ``create_topic`` / ``delete_topic`` timeline action, as the orchestrator writes it.
+
+        The orchestrator carries these out itself, so it records them as
+        ``fault_injected`` (``actors.timeline.apply``), its ``detail`` the
+        action's parameters with the topic.
+        """
+        params: dict[str, Any] = {"at_s": at / 1000.0, "event_index": index, "topic": topic}
+        if partitions is not None:
+            params["partitions"] = partitions
+        if replication_factor is not None:
+            params["replication_factor"] = replication_factor
+        return self.event(
+            EventKind.FAULT_INJECTED,
+            at,
+            "orchestrator",
+            reason=kind,
+            detail=json.dumps(params, sort_keys=True),
+            group=self.group,
+        )
+
+    def topic_created(
+        self,
+        topic: str,
+        at: float,
+        incarnation: int = 1,
+        partitions: int = 1,
+        reason: str = "timeline",
+    ) -> H:
+        """The controller's ``topic_created`` of ``topic``'s ``incarnation``."""
+        return self.event(
+            EventKind.TOPIC_CREATED,
+            at,
+            "broker-0",
+            topic=topic,
+            count=partitions,
+            replication_factor=1,
+            incarnation=incarnation,
+            reason=reason,
+            broker=0,
+        )
+
+    def topic_deleted(self, topic: str, at: float, incarnation: int = 1) -> H:
+        """The controller's ``topic_deleted`` (``completeDeleteTopic``) of ``incarnation``."""
+        return self.event(
+            EventKind.TOPIC_DELETED, at, "broker-0", topic=topic, incarnation=incarnation, broker=0
+        )
+
     def fault(self, kind: str, member: str | None, at: float, until: float | None = None) -> H:
         """``fault_injected`` (and ``fault_cleared`` at ``until``) for ``member``."""
         dur = None if until is None else float(until - at)

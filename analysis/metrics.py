@@ -35,6 +35,11 @@ Definitions (the event log is the record; times are emulated ms):
   ``releases`` (a release stamped after the next owner's claim), ``count``
   (both) and ``largest_ms``, a lower bound of the clock skew the run saw.
   The checkers order such owners by the protocol, not as double ownership.
+* ``topics`` (only for a run whose topics were created or deleted,
+  :func:`topic_metrics`): incarnations created and deleted, and what became
+  of the deleted ones' partitions (records deleted with their topic, holds,
+  batches and commits after the deletion). Partitions are keyed by topic
+  incarnation throughout (:mod:`analysis.topics`).
 """
 
 from __future__ import annotations
@@ -48,10 +53,21 @@ from pyspark.sql import functions as F
 
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
-from analysis.checkers import SharedFrames, run_checkers
+from analysis.checkers import SharedFrames, run_checkers, topic_observations
 from analysis.frames import islands
-from analysis.ownership import ownership_intervals_all, protocol_order_inversions
+from analysis.ownership import (
+    HOLD_CARRIED_OVER,
+    HOLD_TO_END,
+    ownership_intervals_all,
+    protocol_order_inversions,
+)
 from analysis.timelines import group_timeline, member_timeline
+from analysis.topics import (
+    COMMITS_DELETED_PARTITION,
+    DELETED_WITH_TOPIC,
+    OWNS_DELETED_PARTITION,
+    PROCESSES_DELETED_PARTITION,
+)
 from emulator.anomalies import (
     ANOMALY_KINDS,
     DOUBLE_OWNERSHIP,
@@ -364,6 +380,12 @@ def compute_metrics(
                 "longest_ms": float(r["longest"]),
             }
 
+    # Topics created or deleted during the run (analysis.topics).
+    for proto, summary in topic_metrics(sh).items():
+        m = out.get(proto)
+        if m is not None:
+            m["topics"] = summary
+
     # Rebalance durations, trigger to settled.
     uns_all = _unsettled_spans(events, iv, gt).localCheckpoint()
     rd = uns_all.select(
@@ -449,6 +471,75 @@ def compute_metrics(
         m = out.get(proto)
         if m is not None:
             m["kafka_metrics"] = named
+    return out
+
+
+def topic_metrics(shared: SharedFrames) -> dict[str, dict[str, Any]]:
+    """Per protocol whose run created or deleted a topic: what became of them.
+
+    ``created`` / ``deleted``: incarnations created (``topic_created``) and
+    deleted (``topic_deleted``) during the run; then the observations of
+    :func:`analysis.checkers.topic_observations`: ``deleted_with_topic``
+    (records that went with their topic, not counted as ``loss``),
+    ``owns_deleted_partition`` (holds of deleted partitions: ``count``,
+    ``total_ms``, ``longest_ms``, and how many were ``carried_over`` into a new
+    incarnation or ``held_to_end``), ``processes_deleted_partition`` (records
+    processed after their incarnation's deletion) and
+    ``commits_deleted_partition`` (commits stored after it). Protocols without
+    topic events get no entry.
+    """
+    sh = shared
+    out: dict[str, dict[str, Any]] = {}
+    for life in sh.incarnations.spans:
+        d = out.setdefault(
+            life.protocol,
+            {
+                "created": 0,
+                "deleted": 0,
+                DELETED_WITH_TOPIC: 0,
+                OWNS_DELETED_PARTITION: {
+                    "count": 0,
+                    "total_ms": 0.0,
+                    "longest_ms": 0.0,
+                    HOLD_CARRIED_OVER: 0,
+                    HOLD_TO_END: 0,
+                },
+                PROCESSES_DELETED_PARTITION: 0,
+                COMMITS_DELETED_PARTITION: 0,
+            },
+        )
+        d["created"] += int(life.created is not None)
+        d["deleted"] += int(life.deleted is not None)
+    if not out:
+        return out
+    dur = F.col("t_end_ms") - F.col("t_start_ms")
+    agg = (
+        topic_observations(sh)
+        .groupBy("protocol", "kind", "detail")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.coalesce(F.sum("count"), F.lit(0)).cast("long").alias("n"),
+            F.coalesce(F.sum(dur), F.lit(0.0)).alias("total"),
+            F.coalesce(F.max(dur), F.lit(0.0)).alias("longest"),
+        )
+    )
+    for r in agg.collect():
+        found = out.get(str(r["protocol"]))
+        if found is None:
+            continue
+        d = found
+        k = str(r["kind"])
+        if k == OWNS_DELETED_PARTITION:
+            held = d[k]
+            held["count"] += int(r["rows"])
+            held["total_ms"] += float(r["total"])
+            held["longest_ms"] = max(held["longest_ms"], float(r["longest"]))
+            if r["detail"] in (HOLD_CARRIED_OVER, HOLD_TO_END):
+                held[str(r["detail"])] += int(r["rows"])
+        elif k == COMMITS_DELETED_PARTITION:
+            d[k] += int(r["rows"])
+        else:
+            d[k] += int(r["n"])
     return out
 
 
@@ -549,6 +640,10 @@ def request_snapshots(manifest: Mapping[str, Any]) -> dict[str, list[tuple[float
     return out
 
 
+TOPIC_ACTIONS = ("create_topic", "delete_topic")
+"""Timeline actions about a topic (their ``detail`` names it): their episodes get the topic."""
+
+
 def _changes(rows: Sequence[Row], cleared: Sequence[Row]) -> list[epi.Change]:
     """The orchestrator's applied actions as changes; timed faults with their clear time."""
     out: list[epi.Change] = []
@@ -578,7 +673,17 @@ def _changes(rows: Sequence[Row], cleared: Sequence[Row]) -> list[epi.Change]:
             elif params.get("duration_s") is not None:
                 clear = t + float(params["duration_s"]) * 1000.0
         index = params.get("event_index")
-        out.append(epi.Change(t, action, members, int(index) if index is not None else None, clear))
+        topic = params.get("topic") if action in TOPIC_ACTIONS else None
+        out.append(
+            epi.Change(
+                t,
+                action,
+                members,
+                int(index) if index is not None else None,
+                clear,
+                str(topic) if topic is not None else None,
+            )
+        )
     return out
 
 
@@ -712,6 +817,7 @@ def episode_histories(
         .when(kind == K.GROUP_STATE_CHANGED.value, F.lit("generation"))
         .when(kind == K.ATTEMPT_FINISHED.value, F.lit("zk_ops"))
         .when(kind == K.MEMBER_REMOVED.value, F.lit("member_removed"))
+        .when(kind == K.REBALANCE_STARTED.value, F.lit("rebalance_started"))
         .otherwise(F.lit("rebalance"))
         .alias("what"),
         F.when(kind == K.GROUP_STATE_CHANGED.value, F.col("generation").cast("double"))
@@ -726,11 +832,33 @@ def episode_histories(
         "member",
     )
     # A coordinator's own rebalance_started has no member: it is not a member's reaction.
-    marks = marks.where((F.col("what") != "rebalance") | F.col("member").isNotNull()).where(
-        (F.col("what") != "generation") | F.col("n").isNotNull()
-    )
+    marks = marks.where(
+        ~F.col("what").isin("rebalance", "rebalance_started") | F.col("member").isNotNull()
+    ).where((F.col("what") != "generation") | F.col("n").isNotNull())
     for r in marks.orderBy("protocol", "t").collect():
         h = hist.get(str(r["protocol"]))
         if h is not None:
             h.marks.append(epi.Mark(float(r["t"]), str(r["what"]), float(r["n"]), r["member"]))
+    # Topics created or deleted during the run, and the holds of deleted partitions.
+    for life in sh.incarnations.spans:
+        h = hist.get(life.protocol)
+        if h is not None:
+            h.topics.append(epi.TopicLife(life.key, life.topic, life.created, life.deleted))
+    if sh.holds is not None:
+        for r in (
+            sh.holds.where(in_group)
+            .select("protocol", "topic", "partition", "member", "s", "e", "detail")
+            .collect()
+        ):
+            h = hist.get(str(r["protocol"]))
+            if h is not None:
+                h.holds.append(
+                    epi.Hold(
+                        f"{r['topic']}:{r['partition']}",
+                        str(r["member"]),
+                        float(r["s"]),
+                        float(r["e"]),
+                        str(r["detail"]),
+                    )
+                )
     return hist

@@ -5,6 +5,16 @@ until ``ownership_released`` / ``partitions_revoked`` / ``partitions_lost``, a
 crash, a graceful stop or a legacy session expiry), placed across nodes in the
 protocol's order (czxids, generations, member epochs) rather than the skewed
 clocks' order, with the places where the clocks contradict it.
+
+Topics that come and go (:mod:`analysis.topics`): ownership is of a name, so
+with a topic deleted or created during the run the intervals are built from
+the claims and releases of the name and cut at its incarnations' lifetimes
+(:func:`split_at_incarnations`): an interval ends at its incarnation's
+``topic_deleted`` (an end ordered before any later claim, not a release), the
+part after the deletion is a *hold* of a deleted partition
+(:func:`analysis.checkers.topic_observations` reports it), and a name still
+held when the topic is created again is owned in the new incarnation from
+its ``topic_created`` on (carried over).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from analysis.frames import (
     run_bounds,
     union_frames,
 )
+from analysis.topics import Incarnations, topic_name_col
 from emulator.events import EventKind as K
 
 CLAIM_KINDS: Final = (K.OWNERSHIP_CLAIMED.value, K.PARTITIONS_ASSIGNED.value)
@@ -41,8 +52,11 @@ MEMBER_END_KINDS: Final = (
 """The member-wide events that end all of a member's intervals."""
 
 
-def ownership_changes(events: DataFrame) -> DataFrame:
+def ownership_changes(events: DataFrame, by_name: bool = False) -> DataFrame:
     """``(protocol, group, member, topic, partition, t, typ, node, okey, ordered, rel)``.
+
+    ``by_name``: ``topic`` is the topic's name, not its incarnation's key
+    (:func:`analysis.topics.topic_name_col`): ownership is of a name.
 
     ``typ`` 1 claim, 0 release. Per-partition claims and releases, the
     partition lists of the modern callbacks exploded, and the member-wide ends
@@ -114,6 +128,8 @@ def ownership_changes(events: DataFrame) -> DataFrame:
         (F.col("kind") == K.PARTITIONS_REVOKED.value).alias("rel"),
     )
     changes = single.transform(union_frames, listed).where(F.col("member").isNotNull())
+    if by_name:
+        changes = changes.withColumn("topic", topic_name_col(F.col("topic")))
     claimed = changes.where(F.col("typ") == 1).select(*GTP, "member").distinct()
     ends = base.where(F.col("kind").isin(*MEMBER_END_KINDS)).select(
         "protocol",
@@ -152,14 +168,38 @@ def ownership_changes(events: DataFrame) -> DataFrame:
     )
 
 
-def ownership_intervals_all(events: DataFrame, bounds: DataFrame | None = None) -> DataFrame:
+def ownership_intervals_all(
+    events: DataFrame,
+    bounds: DataFrame | None = None,
+    incarnations: Incarnations | None = None,
+) -> DataFrame:
     """Every ownership interval ``GTP + [member, s, e]`` (open ones end at the last event).
 
     Also ``node`` (the claimer's node), ``okey`` (the claim's protocol order,
     :func:`ownership_changes`), ``oend`` (the end is ordered before any later
     claim; false for an open interval) and ``rel`` (the end is an explicit release).
+
+    ``incarnations``: the run's topics come and go; the intervals of the names
+    are cut at the incarnations' lifetimes (:func:`split_at_incarnations`), and
+    ``topic`` is the incarnation's key.
     """
-    ch = ownership_changes(events)
+    if incarnations:
+        alive, _holds = split_at_incarnations(
+            named_intervals(events, bounds), incarnations.spans_frame()
+        )
+        return alive
+    return _intervals(ownership_changes(events), events, bounds)
+
+
+def named_intervals(events: DataFrame, bounds: DataFrame | None = None) -> DataFrame:
+    """:func:`ownership_intervals_all` of the topics' names, uncut, with ``open`` (no end
+    event: the interval runs to the run's end)."""
+    return _intervals(ownership_changes(events, by_name=True), events, bounds, with_open=True)
+
+
+def _intervals(
+    ch: DataFrame, events: DataFrame, bounds: DataFrame | None, with_open: bool = False
+) -> DataFrame:
     w = Window.partitionBy(*GTP, "member").orderBy("t", "typ")
     ch = ch.withColumn("_prev", F.lag("typ").over(w))
     # Claims and releases alternate once repeats are dropped: an interval that
@@ -172,6 +212,7 @@ def ownership_intervals_all(events: DataFrame, bounds: DataFrame | None = None) 
     )
     starts = ch.where(F.col("typ") == 1)
     bounds = bounds if bounds is not None else run_bounds(events)
+    extra = [F.col("_end").isNull().alias("open")] if with_open else []
     return starts.join(F.broadcast(bounds), "protocol").select(
         *GTP,
         "member",
@@ -181,7 +222,86 @@ def ownership_intervals_all(events: DataFrame, bounds: DataFrame | None = None) 
         "okey",
         F.coalesce(F.col("_oend"), F.lit(False)).alias("oend"),
         F.coalesce(F.col("_rel"), F.lit(False)).alias("rel"),
+        *extra,
     )
+
+
+HOLD_RELEASED: Final = "released"
+"""A hold of a deleted partition that ended by the member's release, loss, stop or crash."""
+HOLD_CARRIED_OVER: Final = "carried_over"
+"""A hold still there when the name was created again: it goes on in the new incarnation."""
+HOLD_TO_END: Final = "held_to_end"
+"""A hold that lasted until the run's end (no release, stop or crash)."""
+
+
+def split_at_incarnations(named: DataFrame, spans: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Cut ownership intervals of names at the names' incarnations (:mod:`analysis.topics`).
+
+    Args:
+        named: :func:`named_intervals` (``topic`` a name, with ``open``).
+        spans: :meth:`analysis.topics.Incarnations.spans_frame`.
+
+    Returns:
+        ``(intervals, holds)``. ``intervals``: as :func:`ownership_intervals_all`,
+        ``topic`` the incarnation's key; the part of an interval within an
+        incarnation's lifetime (its ``start`` to its deletion, else to the next
+        creation); an interval cut there has ``oend`` (the deletion ends every
+        owner's hold at once) and not ``rel`` (not a release). A name without
+        incarnations keeps its intervals. ``holds``: ``GTP + [member, s, e,
+        detail]``, the part of an interval after its incarnation's deletion and
+        before the next creation (``topic``: the deleted incarnation's key);
+        ``detail``: :data:`HOLD_RELEASED`, :data:`HOLD_CARRIED_OVER` or
+        :data:`HOLD_TO_END`. A claim made in that span at an instant (``s = e``)
+        is a hold too.
+    """
+    inf = F.lit(float("inf"))
+    sp = spans.select(
+        "protocol",
+        "topic",
+        "key",
+        F.coalesce(F.col("start"), -inf).alias("_as"),
+        F.coalesce(F.col("deleted"), F.col("end"), inf).alias("_ae"),
+        F.col("deleted").alias("_ds"),
+        F.coalesce(F.col("end"), inf).alias("_de"),
+    )
+    j = named.join(F.broadcast(sp), ["protocol", "topic"], "left")
+    cols = [c for c in named.columns if c != "open"]
+    plain = j.where(F.col("key").isNull()).select(*cols)
+    ps = F.greatest(F.col("s"), F.col("_as"))
+    pe = F.least(F.col("e"), F.col("_ae"))
+    inside = (ps < pe) | (
+        (F.col("s") == F.col("e")) & (F.col("_as") <= F.col("s")) & (F.col("s") < F.col("_ae"))
+    )
+    cut = pe < F.col("e")
+    alive = (
+        j.where(F.col("key").isNotNull() & inside)
+        .withColumn("_cut", cut)
+        .withColumn("s", ps)
+        .withColumn("e", pe)
+        .withColumn("oend", F.col("oend") | F.col("_cut"))
+        .withColumn("rel", F.col("rel") & ~F.col("_cut"))
+        .withColumn("topic", F.col("key"))
+        .select(*cols)
+    )
+    hs = F.greatest(F.col("s"), F.col("_ds"))
+    he = F.least(F.col("e"), F.col("_de"))
+    dead = (hs < he) | (
+        (F.col("s") == F.col("e")) & (F.col("_ds") <= F.col("s")) & (F.col("s") < F.col("_de"))
+    )
+    holds = j.where(F.col("_ds").isNotNull() & dead).select(
+        "protocol",
+        "group",
+        F.col("key").alias("topic"),
+        "partition",
+        "member",
+        hs.alias("s"),
+        he.alias("e"),
+        F.when(F.col("e") > F.col("_de"), F.lit(HOLD_CARRIED_OVER))
+        .when(F.col("open"), F.lit(HOLD_TO_END))
+        .otherwise(F.lit(HOLD_RELEASED))
+        .alias("detail"),
+    )
+    return plain.transform(union_frames, alive), holds
 
 
 def protocol_intervals(intervals: DataFrame) -> DataFrame:

@@ -549,8 +549,10 @@ EPISODES_NOTE: Final = (
     "(no member rebalancing, the coordinator's group Stable, every partition owned once); "
     "group formation is its own episode. Costs count from the change to the next one, so "
     "they include the aftermath (records redelivered, lag recovering). Changes still "
-    "unsettled when the next came are one episode (crash+join). Definitions: "
-    "analysis/episodes.py."
+    "unsettled when the next came are one episode (crash+join). A topic change's episode "
+    "says when a member first owned the created topic's partitions and when the last let "
+    "go of the deleted topic's (a topic deleted and created again is a new incarnation, "
+    "t#2). Definitions: analysis/episodes.py, analysis/topics.py."
 )
 WHOLE_RUN_NOTE: Final = (
     "Whole-run totals, group formation included: compare changes by the table above."
@@ -578,6 +580,10 @@ EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
     ("generation bumps", "generation_bumps", 1.0),
     ("ZK ops", "zk_ops", 1.0),
     ("coordinator requests", "coordinator_requests", 1.0),
+    ("rebalances", "rebalances", 1.0),
+    ("members disturbed", "members_disturbed", 1.0),
+    ("topic owned after s", "topic_discovery_ms", 1000.0),
+    ("topic let go after s", "topic_release_ms", 1000.0),
 )
 """The per-episode table's columns: heading, episode key, divisor (ms to s)."""
 
@@ -593,6 +599,8 @@ def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[st
     for s in series:
         for e in (metrics.get(s) or {}).get("episodes") or []:
             row: dict[str, Any] = {"protocol": s, "change": e["kind"]}
+            if e.get("topic"):
+                row["change"] += f" {e['topic']}"
             if e.get("members"):
                 shown = ", ".join(e["members"][:3]) + (" ..." if len(e["members"]) > 3 else "")
                 row["change"] += f" ({shown})"

@@ -371,8 +371,15 @@ def unowned_spans(
     intervals: DataFrame,
     parts: DataFrame | None = None,
     bounds: DataFrame | None = None,
+    lifetimes: DataFrame | None = None,
 ) -> DataFrame:
-    """``GTP + [s, e]``: spans in which a partition had no owner (within the run)."""
+    """``GTP + [s, e]``: spans in which a partition had no owner (within the run).
+
+    ``lifetimes`` (:meth:`analysis.topics.Incarnations.lifetimes_frame`): a
+    partition of a topic created or deleted during the run is unowned only
+    while its incarnation exists, from its ``topic_created`` to its
+    ``topic_deleted``: not before it is there, not after it is gone.
+    """
     parts = parts if parts is not None else partition_universe(events, intervals)
     bounds = bounds if bounds is not None else run_bounds(events)
     pts = intervals.select(*GTP, F.col("s").alias("t"), F.lit(1).alias("d")).transform(
@@ -392,8 +399,20 @@ def unowned_spans(
     seg = seg.join(F.broadcast(bounds), "protocol").select(
         *GTP, "s", F.coalesce(F.col("e"), F.col("t_last")).alias("e"), "n"
     )
-    return islands(seg.where(F.col("e") >= F.col("s")), GTP, F.col("n") <= 0).where(
+    gaps = islands(seg.where(F.col("e") >= F.col("s")), GTP, F.col("n") <= 0).where(
         F.col("e") > F.col("s")
+    )
+    if lifetimes is None:
+        return gaps
+    life = F.broadcast(lifetimes.select("protocol", "topic", "created", "deleted"))
+    return (
+        gaps.join(life, ["protocol", "topic"], "left")
+        .select(
+            *GTP,
+            F.greatest(F.col("s"), F.coalesce(F.col("created"), F.col("s"))).alias("s"),
+            F.least(F.col("e"), F.coalesce(F.col("deleted"), F.col("e"))).alias("e"),
+        )
+        .where(F.col("e") > F.col("s"))
     )
 
 

@@ -13,10 +13,12 @@ from analysis.episodes import (
     AnomalyRow,
     Change,
     History,
+    Hold,
     Mark,
     Owned,
     Segment,
     Span,
+    TopicLife,
     disturbed_spans,
     episodes,
 )
@@ -282,3 +284,90 @@ def test_lag_noise_within_one_bucket_of_production_is_no_rise() -> None:
     h.lag = [(t * 1000.0, v) for t, v in enumerate([20] * 10 + [500, 300, 150, 90])]
     _, join = episodes(h)
     assert join.lag_recovery_ms == 4000.0  # 90 <= 20 + max(48, 120), bucket 13..14 s
+
+
+def topic_run() -> History:
+    """c-0 and c-1 own t:0..t:3; ``fresh`` is created at 10.05 s and c-1 claims it at
+    14 s after a rebalance; ``gone`` (their own topic, held by c-0 and c-1) is deleted at
+    30.04 s, c-0 lets go of gone:0 at 30.5 s and c-1 of gone:1 at 31.2 s."""
+    h = two_members()
+    h.changes = [
+        Change(10_000, "create_topic", index=0, topic="fresh"),
+        Change(30_000, "delete_topic", index=1, topic="gone"),
+    ]
+    h.topics = [
+        TopicLife("fresh", "fresh", 10_050, None),
+        TopicLife("gone", "gone", None, 30_040),
+    ]
+    h.owned = [Owned("fresh:0", "c-1", 14_000, 60_000)]
+    h.owned += [Owned(f"gone:{p}", f"c-{p}", 1000, 30_040) for p in range(2)]
+    h.holds = [
+        Hold("gone:0", "c-0", 30_040, 30_500, "released"),
+        Hold("gone:1", "c-1", 30_040, 31_200, "released"),
+    ]
+    h.gaps = [Span("fresh:0", 10_050, 14_000)]
+    h.segments = [
+        seg(0, 1000, reb=2, idle=2),
+        seg(1000, 13_000),
+        seg(13_000, 14_000, reb=1),
+        seg(14_000, 30_400),
+        seg(30_400, 31_200, reb=2),
+        seg(31_200, 60_000),
+    ]
+    h.marks = [
+        Mark(12_900, "rebalance", member="c-1"),
+        Mark(13_000, "rebalance_started", member="c-1"),
+        Mark(30_400, "rebalance_started", member="c-0"),
+        Mark(30_400, "rebalance_started", member="c-1"),
+        Mark(31_000, "rebalance_started", member="c-1"),
+    ]
+    return h
+
+
+def test_a_created_topic_s_discovery_delay() -> None:
+    """From the topic's ``topic_created`` (not the action) to the first claim of it."""
+    _, created, deleted = episodes(topic_run())
+    assert created.kind == "create_topic" and created.topic == "fresh"
+    assert created.topic_discovery_ms == pytest.approx(3950.0)
+    assert created.topic_release_ms is None
+    # unowned from its creation until the claim: the group is disturbed until then
+    assert created.time_to_stable_ms == pytest.approx(4000.0)
+    assert created.partition_unavailable_s == pytest.approx(3.95)
+    assert created.rebalances == 1 and created.members_disturbed == 1
+    assert deleted.topic_discovery_ms is None
+
+
+def test_a_deleted_topic_is_let_go_when_the_last_hold_ends() -> None:
+    _, _, deleted = episodes(topic_run())
+    assert deleted.topic == "gone"
+    assert deleted.topic_release_ms == pytest.approx(1160.0)  # c-1 at 31.2 s
+    assert deleted.time_to_stable_ms == pytest.approx(1200.0)
+    assert deleted.rebalances == 3 and deleted.members_disturbed == 2
+    # ownership ended at the deletion: no partition unowned after it
+    assert deleted.partition_unavailable_s == 0.0
+
+
+def test_topic_metrics_are_none_when_nothing_happened() -> None:
+    h = topic_run()
+    h.owned = [o for o in h.owned if not o.partition.startswith("fresh")]
+    h.holds = [h.holds[0], Hold("gone:1", "c-1", 30_040, 60_000, "held_to_end")]
+    _, created, deleted = episodes(h)
+    assert created.topic_discovery_ms is None  # nobody ever owned it
+    assert deleted.topic_release_ms is None  # c-1 held gone:1 to the end
+    h.holds = []
+    assert episodes(h)[2].topic_release_ms == 0.0  # nobody held it at the deletion
+    h.topics = [TopicLife("gone", "gone", None, None)]  # delete.topic.enable false
+    assert episodes(h)[2].topic_release_ms is None
+
+
+def test_a_re_created_topic_s_discovery_counts_from_its_own_creation() -> None:
+    """The second create of a name is measured on its incarnation (t#2), not the first."""
+    h = two_members()
+    h.changes = [
+        Change(10_000, "delete_topic", index=0, topic="t"),
+        Change(20_000, "create_topic", index=1, topic="t"),
+    ]
+    h.topics = [TopicLife("t", "t", None, 10_030), TopicLife("t#2", "t", 20_040, None)]
+    h.owned = [Owned("t:0", "c-0", 1000, 10_030), Owned("t#2:0", "c-1", 21_000, 60_000)]
+    _, _, created = episodes(h)
+    assert created.topic == "t" and created.topic_discovery_ms == pytest.approx(960.0)
