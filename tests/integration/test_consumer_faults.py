@@ -76,6 +76,8 @@ class StandInBroker:
             )
             self.coordinators = CoordinatorHost(broker_id, {0: broker_id}, factory, self._emit)
         self._timer: asyncio.Task[None] | None = None
+        self.broker_id = broker_id
+        self.leaders = dict(ctx.leaders)
 
     def _emit(self, kind: EventKind, **fields: Any) -> None:
         self.events.emit(kind, **fields)
@@ -88,6 +90,12 @@ class StandInBroker:
             if self.coordinators is not None:
                 self.coordinators.poll(self.clock.now_ms())
             await asyncio.sleep(0.01)
+
+    def metadata(
+        self, topics: list[str] | None = None, allow_auto_create: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """``TopicMetadataRequest`` (as the broker actor's): every partition, led by this broker."""
+        return dict.fromkeys(self.leaders, self.broker_id)
 
     def fetch(
         self, requests: list[tuple[str, int, int | None, str, int]]

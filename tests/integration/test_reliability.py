@@ -416,8 +416,13 @@ def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Pat
             if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
         }
     assert jvm, "Spark's JVM never started"
-    time.sleep(3.0)  # into the comparison
-    spark_listening = _listeners(set(_tree(proc.pid)))
+    # Into the comparison: the JVM opens its ports some seconds after it starts
+    # (more on a loaded machine); wait for them, bounded.
+    spark_listening: list[tuple[str, int, int]] = []
+    ports_by = time.monotonic() + 60.0
+    while not spark_listening and time.monotonic() < ports_by and proc.poll() is None:
+        time.sleep(0.5)
+        spark_listening = _listeners(set(_tree(proc.pid)))
     assert spark_listening  # the py4j gateway, the block manager ...
     loopback = ("127.0.0.1", "::1", "::ffff:127.0.0.1")  # Java binds v4-mapped sockets
     assert [x for x in spark_listening if x[0] not in loopback] == []
