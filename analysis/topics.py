@@ -59,7 +59,6 @@ carried over at the creation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -67,9 +66,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from emulator.events import EventKind as K
-
-INCARNATION_SEP: Final = "#"
-"""Between a topic's name and its incarnation in the key (``t#2``); not a legal topic character."""
+from emulator.topic_incarnations import (
+    INCARNATION_SEP,
+    Incarnation,
+    incarnation_spans,
+)
 
 LIFECYCLE_KINDS: Final = (K.TOPIC_CREATED.value, K.TOPIC_DELETED.value)
 """The events that say when an incarnation begins and ends (they carry ``incarnation``)."""
@@ -127,11 +128,6 @@ LIFETIME_SCHEMA: Final = StructType(
 start, null ``deleted``: to the end."""
 
 
-def topic_key(name: str, incarnation: int) -> str:
-    """The key of a topic's incarnation: ``t`` for the first, ``t#n`` for the n-th (n >= 2)."""
-    return name if incarnation <= 1 else f"{name}{INCARNATION_SEP}{incarnation}"
-
-
 def topic_key_col(name: Column, incarnation: Column) -> Column:
     """:func:`topic_key` as a Column (null name: null)."""
     return F.when(
@@ -142,61 +138,6 @@ def topic_key_col(name: Column, incarnation: Column) -> Column:
 def topic_name_col(topic: Column) -> Column:
     """The topic's name of a key column (``t#2`` -> ``t``; a name stays)."""
     return F.regexp_replace(topic, f"{INCARNATION_SEP}[0-9]+$", "")
-
-
-@dataclass(frozen=True)
-class Incarnation:
-    """One incarnation of a topic name in one protocol's run.
-
-    Attributes:
-        protocol: the run protocol (or series) whose events these are.
-        topic: the topic's name.
-        incarnation: its number, from 1.
-        start: the name is this incarnation's from here (its ``topic_created``;
-            ``None``: from the start).
-        end: until here (the next incarnation's ``topic_created``; ``None``: the end).
-        created: its ``topic_created`` (``None``: it existed from the start).
-        deleted: its ``topic_deleted`` (``None``: not deleted).
-    """
-
-    protocol: str
-    topic: str
-    incarnation: int
-    start: float | None
-    end: float | None
-    created: float | None
-    deleted: float | None
-
-    @property
-    def key(self) -> str:
-        """:func:`topic_key` of this incarnation."""
-        return topic_key(self.topic, self.incarnation)
-
-
-def _spans(
-    protocol: str, topic: str, created: dict[int, float], deleted: dict[int, float]
-) -> list[Incarnation]:
-    """One topic name's incarnations in time order (see the module doc's rules)."""
-    order = sorted(created.items(), key=lambda kv: (kv[1], kv[0]))
-    # Before the first creation: the incarnation before it (the run's own topics: 1).
-    first = max(1, order[0][0] - 1) if order else min(deleted, default=1)
-    bounds: list[tuple[int, float | None]] = [(first, None), *order]
-    out: list[Incarnation] = []
-    for i, (inc, start) in enumerate(bounds):
-        end = bounds[i + 1][1] if i + 1 < len(bounds) else None
-        if out and out[-1].incarnation == inc:  # the first creation of the first incarnation
-            prev = out.pop()
-            start = prev.start
-        out.append(Incarnation(protocol, topic, inc, start, end, created.get(inc), None))
-    spans = []
-    for s in out:
-        d = deleted.get(s.incarnation)
-        if d is not None and s.start is not None:
-            d = max(d, s.start)
-        if d is not None and s.end is not None:
-            d = min(d, s.end)  # stamped after the next creation: clocks out of step
-        spans.append(Incarnation(s.protocol, s.topic, s.incarnation, s.start, s.end, s.created, d))
-    return spans
 
 
 class Incarnations:
@@ -261,7 +202,11 @@ class Incarnations:
             per[inc] = min(t, per.get(inc, t))
             created.setdefault((proto, topic), {})
             deleted.setdefault((proto, topic), {})
-        spans = [s for key in sorted(created) for s in _spans(*key, created[key], deleted[key])]
+        spans = [
+            s
+            for key in sorted(created)
+            for s in incarnation_spans(*key, created[key], deleted[key])
+        ]
         return cls(spans, spark)
 
     def __bool__(self) -> bool:

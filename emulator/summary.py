@@ -6,15 +6,12 @@ the PySpark ``compare`` report. Offsets are handled as half-open ranges, so a
 summary of millions of messages costs no more than its batches.
 
 A topic deleted and created again under its name is a new *incarnation*
-(``topic_created``'s ``incarnation``) whose offsets start at 0 again, so
-records are keyed by (topic, incarnation, partition): offset 5 of two
-incarnations are two records, not a duplicate. ``produced`` and ``processed``
-events carry no incarnation; an event belongs to the latest incarnation of its
-topic created at or before it (topics that exist from the start are
-incarnation 1). An analysis rule, not Kafka's: a batch of an old incarnation
-processed after the topic was created again would be counted in the new one.
-Records of an incarnation that was deleted and never processed are counted in
-``deleted_unprocessed``, not in ``unprocessed``: they went with their topic.
+whose offsets start at 0 again, so records are keyed by (topic, incarnation,
+partition), the incarnation read as the analysis reads it
+(:mod:`emulator.topic_incarnations`): offset 5 of two incarnations are two
+records, not a duplicate. As in the analysis, what a deleted incarnation left
+unread after its last processed offset went with it (``deleted_unprocessed``);
+a gap before that offset is ``unprocessed``.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from emulator.intervals import (
     overlaps,
     total_length,
 )
+from emulator.topic_incarnations import Incarnation, incarnation_at, spans_by_topic, topic_key
 
 TopicPartition = tuple[str, int]
 Range = tuple[int, int]
@@ -49,10 +47,10 @@ class RunSummary:
         produced: messages appended to the logs.
         processed: messages processed, counting each time.
         duplicates: messages processed more than once (extra times).
-        unprocessed: produced messages never processed (those of a deleted
-            topic apart: ``deleted_unprocessed``).
-        deleted_unprocessed: produced messages of a topic (incarnation) that
-            was deleted before they were processed.
+        unprocessed: produced messages never processed (a deleted topic's
+            unread tail apart: ``deleted_unprocessed``).
+        deleted_unprocessed: produced messages of a deleted topic (incarnation)
+            after its last processed offset: they went with it.
         events: events read.
         partitions_unprocessed: partitions with any unprocessed message.
         double_processing: windows in which two or more members processed
@@ -97,8 +95,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     records: dict[TopicPartition, list[tuple[float, bool, Range, Holder | None]]] = defaultdict(
         list
     )
-    created: dict[str, dict[int, float]] = defaultdict(dict)  # topic -> incarnation -> first t
-    deleted: set[tuple[str, int]] = set()
+    lifecycle: list[Mapping[str, object]] = []  # topic_created / topic_deleted
     for ev in events:
         s.events += 1
         kind = ev.get("kind")
@@ -111,14 +108,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
         elif kind == EventKind.REBALANCE_FAILED:
             s.gave_up += 1
         elif kind in (EventKind.TOPIC_CREATED, EventKind.TOPIC_DELETED):
-            inc = ev.get("incarnation")
-            if isinstance(inc, int) and ev.get("topic") is not None:
-                topic = str(ev["topic"])
-                if kind == EventKind.TOPIC_DELETED:
-                    deleted.add((topic, inc))
-                else:
-                    t = _float(ev.get("t_emu_ms"))
-                    created[topic][inc] = min(t, created[topic].get(inc, t))
+            lifecycle.append(ev)
         elif kind in (EventKind.PRODUCED, EventKind.PROCESSED):
             tp = (str(ev["topic"]), _int(ev["partition"]))
             rng = (_int(ev["offset_start"]), _int(ev["offset_end"]))
@@ -136,15 +126,14 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     produced: dict[tuple[str, int, int], list[Range]] = defaultdict(list)
     processed: dict[tuple[str, int, int], list[Range]] = defaultdict(list)
     holders: dict[tuple[str, int, int], list[Holder]] = defaultdict(list)
-    spans: dict[tuple[str, int, int], list[tuple[float, float, str, int, int]]] = defaultdict(list)
+    batches: dict[tuple[str, int, int], list[tuple[float, float, str, int, int]]] = defaultdict(
+        list
+    )
+    spans = spans_by_topic(lifecycle)
     for (topic, partition), recs in records.items():
-        # The incarnations of the topic by creation time: each record to the latest before it.
-        born = sorted((t, inc) for inc, t in created.get(topic, {}).items())
+        mine = spans.get(topic, [])
         for t, is_produced, rng, busy in recs:
-            inc = 1
-            for t_born, i in born:
-                if t_born <= t:
-                    inc = i
+            inc = incarnation_at(mine, t)
             key = (topic, inc, partition)
             if is_produced:
                 produced[key].append(rng)
@@ -152,7 +141,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
                 processed[key].append(rng)
                 if busy is not None:
                     holders[key].append(busy)
-                    spans[key].append((*busy, *rng))
+                    batches[key].append((*busy, *rng))
     unique_processed = 0
     for key in sorted(set(produced) | set(processed)):
         prod = merge_spans(produced.get(key, []))
@@ -160,8 +149,15 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
         unique_processed += total_length(proc)
         missing = total_length(prod) - intersection_length(prod, proc)
         if missing > 0:
-            if (key[0], key[1]) in deleted:
+            gone = _deleted(spans.get(key[0], []), key[1])
+            if gone and proc:  # the unread tail after the last processed offset went with it
+                tail = intersection_length(prod, [(proc[-1][1], prod[-1][1])])
+                s.deleted_unprocessed += tail
+                missing -= tail
+            elif gone:
                 s.deleted_unprocessed += missing
+                missing = 0
+            if missing <= 0:
                 continue
             s.unprocessed += missing
             s.partitions_unprocessed.append(_label(key))
@@ -169,7 +165,7 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
     for key in sorted(holders):
         same: list[float] = []
         for w0, w1, _members in overlap_windows(holders[key]):
-            if _shares_records(spans[key], w0, w1):
+            if _shares_records(batches[key], w0, w1):
                 same.append(w1 - w0)
             else:
                 s.ordering_overlap += 1
@@ -183,9 +179,13 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
 
 
 def _label(key: tuple[str, int, int]) -> str:
-    """``topic:partition``, with ``#incarnation`` for a topic created again (2 and on)."""
+    """``topic:partition`` by the incarnation's key (``t#2:0`` for a topic created again)."""
     topic, inc, partition = key
-    return f"{topic}:{partition}" if inc == 1 else f"{topic}#{inc}:{partition}"
+    return f"{topic_key(topic, inc)}:{partition}"
+
+
+def _deleted(spans: list[Incarnation], incarnation: int) -> bool:
+    return any(s.incarnation == incarnation and s.deleted is not None for s in spans)
 
 
 def _float(v: object) -> float:

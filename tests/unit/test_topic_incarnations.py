@@ -7,7 +7,8 @@ run's own topics); dead from ``topic_deleted`` until the next creation.
 
 from __future__ import annotations
 
-from analysis.topics import Incarnation, Incarnations, topic_key
+from analysis.topics import Incarnations
+from emulator.topic_incarnations import Incarnation, topic_key
 
 CREATED = "topic_created"
 DELETED = "topic_deleted"
