@@ -779,6 +779,9 @@ def _spark_job(
     except bad_input as exc:
         return _fail(str(exc), bad_input_code), None
     except KeyboardInterrupt as exc:
+        if not had_spark:  # first: a JVM still starting would print after the one line
+            had_spark = True  # and not again below: its gateway is gone
+            _stop_spark(end_jvm=True)
         return _fail("interrupted", _exit_code(exc)), None
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -799,11 +802,31 @@ def _active_spark() -> Any:
     return None if mod is None else mod.SparkSession.getActiveSession()
 
 
-def _stop_spark() -> None:
-    """Stop the SparkSession this process started, if any."""
+def _stop_spark(end_jvm: bool = False) -> None:
+    """Stop the SparkSession this process started, if any; ``end_jvm``: its JVM too.
+
+    An interrupted job ends the JVM, bounded, before the one line is said: a JVM
+    interrupted while its SparkContext was starting goes on starting and prints
+    its warnings on the shared stderr, after the line otherwise.
+    """
     session = _active_spark()
     if session is not None:
-        session.stop()
+        with contextlib.suppress(Exception):  # a context half made by the interrupted call
+            session.stop()
+    if not end_jvm:
+        return
+    from emulator import reaper
+
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    gateway: Any = getattr(context, "_gateway", None)
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+    # The JVM by its command line: one caught starting is not the gateway's yet.
+    reaper.end_children(b"org.apache.spark.deploy.SparkSubmit")
+    if context is not None:
+        context._gateway = None
+        context._jvm = None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

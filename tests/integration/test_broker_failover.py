@@ -109,6 +109,28 @@ def _start_broker(ctx: RunContext, b: int) -> Any:
     return h
 
 
+def _kill(h: Any) -> None:
+    """``ray.kill`` and wait, bounded, until the actor is gone.
+
+    ``ray.kill`` returns before the actor's process ends: a fetch already under
+    way could still reach the leader, and the test would see a follower that was
+    meant to be dead acknowledge a batch.
+    """
+    import ray
+
+    ray.kill(h)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(h.replica_state.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the killed broker actor never went away")
+
+
 @pytest.fixture
 def cluster(
     ray_local: None, zk_connect: str, tmp_path: Path
@@ -153,7 +175,7 @@ def test_replication_hw_isr_shrink_and_rejoin(
 
     # A follower dies: the next produce waits until the leader drops it from the
     # ISR (replica.lag.time.max.ms = 1 s wall here), then it is answered.
-    ray.kill(brokers.pop(2))
+    _kill(brokers.pop(2))
     t0 = time.monotonic()
     answers = []
     while time.monotonic() - t0 < 10.0:
@@ -206,7 +228,7 @@ def test_leader_failover_keeps_acknowledged_messages(
     tp = ("t", 0)
     acked = [ray.get(brokers[0].produce.remote({tp: 100}), timeout=30)[tp] for _ in range(5)]
     assert acked[-1] == (400, 500)
-    ray.kill(brokers.pop(0))
+    _kill(brokers.pop(0))
     new, reason = offline_leader([0, 1, 2], LeaderIsr(0, 0, (0, 1, 2), 1), [1, 2], False, 1)
     assert reason == "offline" and new is not None and new.leader == 1
     # Broker 1 plays the controller: LeaderAndIsr to the replicas, metadata to all.

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -435,4 +436,40 @@ def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Pat
     deadline = time.monotonic() + 30.0
     while _alive(jvm) and time.monotonic() < deadline:
         time.sleep(0.5)
+    assert _alive(jvm) == []
+
+
+@pytest.mark.spark
+def test_ctrl_c_while_spark_s_jvm_starts_leaves_no_jvm_and_says_one_line_last(
+    tmp_path: Path,
+) -> None:
+    """A Ctrl-C the moment the JVM appears: pyspark has not got its gateway yet.
+
+    The JVM is ended by its command line before the one line is said; left to
+    itself it outlived the CLI (holding the CLI's stderr) and printed after it.
+    """
+    run = _tiny_run_dir(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator.cli", "compare", str(run), "--out", str(tmp_path / "r")],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 90.0
+    jvm: dict[int, float] = {}
+    while time.monotonic() < deadline and not jvm and proc.poll() is None:
+        time.sleep(0.05)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            jvm = {
+                p: t
+                for p, t in _tree(proc.pid).items()
+                if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
+            }
+    assert jvm, "Spark's JVM never started"
+    proc.send_signal(signal.SIGINT)
+    code, _took, err = _finish(proc, timeout=45.0)
+    assert code == 130, err
+    assert err.strip().splitlines()[-1] == "rebalance-emu: error: interrupted", err
     assert _alive(jvm) == []
