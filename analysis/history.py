@@ -130,11 +130,22 @@ class H:
 
     def df(self, spark: SparkSession) -> DataFrame:
         """The history as a DataFrame with :func:`analysis.schema.spark_schema`."""
-        from analysis.schema import column_names, spark_schema
+        return frame(spark, [self])
+
+    def rows(self, protocol: str | None = None) -> list[tuple[Any, ...]]:
+        """The events as rows in :func:`analysis.schema.column_names` order.
+
+        ``protocol``: the series to stamp instead of the history's protocol (an
+        experiment's trials are ``<protocol>@<name>`` series).
+        """
+        from analysis.schema import column_names
 
         cols = column_names()
-        rows = [tuple(e.get(c) for c in cols) for e in self._events]
-        return spark.createDataFrame(rows, spark_schema())
+        out = [tuple(e.get(c) for c in cols) for e in self._events]
+        if protocol is not None:
+            at = cols.index("protocol")
+            out = [(*r[:at], protocol, *r[at + 1 :]) for r in out]
+        return out
 
     # --------------------------------------------------------------- the run
 
@@ -539,3 +550,18 @@ class H:
             reason="auto",
             duration_ms=None if age_ms is None else float(age_ms),
         )
+
+
+def frame(spark: SparkSession, histories: Iterable[H | tuple[H, str]]) -> DataFrame:
+    """Several histories as one DataFrame (``(history, series)``: under that series).
+
+    One ``createDataFrame`` for all of them: a union of one frame per history
+    multiplies the partitions every stage of the checkers goes through.
+    """
+    from analysis.schema import spark_schema
+
+    rows: list[tuple[Any, ...]] = []
+    for item in histories:
+        h, series = item if isinstance(item, tuple) else (item, None)
+        rows += h.rows(series)
+    return spark.createDataFrame(rows, spark_schema())

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.checkers import ANOMALY_SCHEMA, run_checkers
-from analysis.history import PROTOCOLS, H
+from analysis.history import PROTOCOLS, H, frame
 from emulator.anomalies import (
     ALLOWED,
     ANOMALY_KINDS,
@@ -78,9 +78,7 @@ def every_anomaly(protocol: str) -> H:
     return h
 
 
-def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
-    spark: SparkSession,
-) -> None:
+def answered_late() -> H:
     """The answer to c-1's commit reaches it after c-0 took the partition (a pause).
 
     ``duration_ms`` of ``offsets_committed`` says how long before the event the
@@ -97,9 +95,13 @@ def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
     h.rebalance("c-0", 30, 40, ["t:0"]).assign("c-0", ["t:0"], at=40)
     h.commit("c-1", "t", 0, 20, at=100, age_ms=80)  # stored at 20
     h.commit("c-1", "t", 0, 30, at=100, age_ms=55)  # stored at 45
-    rows = [
-        r.asDict() for r in run_checkers(h.df(spark)).collect() if r["kind"] == COMMIT_BY_NON_OWNER
-    ]
+    return h
+
+
+def test_a_commit_answered_after_a_rebalance_is_judged_when_it_was_stored(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    rows = [r for r in results["classic-eager@answered"] if r["kind"] == COMMIT_BY_NON_OWNER]
     assert [(r["member"], r["t_start_ms"], r["offset_end"]) for r in rows] == [("c-1", 45.0, 30)]
 
 
@@ -350,19 +352,24 @@ def _key(r: dict[str, Any]) -> tuple[str, ...]:
 @pytest.fixture(scope="module")
 def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     """Every protocol's history through the checkers at once (one Spark job)."""
-    frames = [every_anomaly(p).df(spark) for p in PROTOCOLS]
-    frames += [clean(p).df(spark) for p in PROTOCOLS]
-    frames += [zombie(p).df(spark) for p in MODERN]
-    frames += [delivery(p).df(spark) for p in PROTOCOLS]
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
-    an = run_checkers(df)
+    hs: list[H | tuple[H, str]] = [every_anomaly(p) for p in PROTOCOLS]
+    hs += [clean(p) for p in PROTOCOLS]
+    hs += [zombie(p) for p in MODERN]
+    hs += [delivery(p) for p in PROTOCOLS]
+    # Histories of single tests, each a series of its own (<protocol>@<name>).
+    hs += [(answered_late(), "classic-eager@answered")]
+    hs += [
+        (loss_history(p, v), f"{p}@loss")
+        for p, v in (("consumer", "3.9"), ("classic-eager", "3.9"))
+    ]
+    an = run_checkers(frame(spark, hs))
     assert [(f.name, f.dataType) for f in an.schema.fields] == [
         (f.name, f.dataType) for f in ANOMALY_SCHEMA.fields
     ]
-    rows = [r.asDict() for r in an.collect()]
-    return {p: [r for r in rows if r["protocol"] == p] for p in PROTOCOLS}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in an.collect():
+        out.setdefault(r["protocol"], []).append(r.asDict())
+    return {p: out.get(p, []) for p in {*PROTOCOLS, *out}}
 
 
 def test_history_events_are_valid() -> None:
@@ -430,27 +437,31 @@ def test_summary_agrees_on_hand_history(results: dict[str, list[dict[str, Any]]]
         assert sum(r["t_end_ms"] - r["t_start_ms"] for r in dp) == s.double_processing_ms
 
 
-def test_loss_is_allowed_only_where_the_commit_mode_commits_before_processing(
-    spark: SparkSession,
-) -> None:
-    """The same crash loss, judged by the run's commit mode (``run_started``)."""
+def loss_history(protocol: str, version: str) -> H:
+    """The same crash loss; how it is judged depends on the commit mode (``run_started``)."""
     from emulator.delivery import DeliveryMode
 
-    frames = []
-    for protocol, version in (("consumer", "3.9"), ("classic-eager", "3.9")):
-        mode = DeliveryMode(protocol, kafka_version=version)
-        h = H(protocol=protocol, group="loss").run(
-            0, 100, commit_mode=mode.key, allows_loss=mode.allows_loss, guarantee=mode.guarantee
-        )
-        h.produce("w", 0, 0, 20, at=1).start("c-0", at=0).assign("c-0", ["w:0"], at=2)
-        h.process("c-0", "w", 0, 0, 5, start=2, end=7).commit("c-0", "w", 0, 20, at=8)
-        h.abandon("c-0", "w", 0, 5, 20, at=9).crash("c-0", at=9)
-        frames.append(h.df(spark))
-    rows = run_checkers(frames[0].unionByName(frames[1])).collect()
-    got = {(r["protocol"], r["kind"], r["detail"], r["allowed"]) for r in rows}
+    mode = DeliveryMode(protocol, kafka_version=version)
+    h = H(protocol=protocol, group="loss").run(
+        0, 100, commit_mode=mode.key, allows_loss=mode.allows_loss, guarantee=mode.guarantee
+    )
+    h.produce("w", 0, 0, 20, at=1).start("c-0", at=0).assign("c-0", ["w:0"], at=2)
+    h.process("c-0", "w", 0, 0, 5, start=2, end=7).commit("c-0", "w", 0, 20, at=8)
+    return h.abandon("c-0", "w", 0, 5, 20, at=9).crash("c-0", at=9)
+
+
+def test_loss_is_allowed_only_where_the_commit_mode_commits_before_processing(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The same crash loss, judged by the run's commit mode (``run_started``)."""
+    got = {
+        (r["protocol"], r["kind"], r["detail"], r["allowed"])
+        for p in ("consumer@loss", "classic-eager@loss")
+        for r in results[p]
+    }
     assert got == {
-        ("consumer", LOSS, "committed_before_processed", True),
-        ("classic-eager", LOSS, "committed_before_processed", False),
+        ("consumer@loss", LOSS, "committed_before_processed", True),
+        ("classic-eager@loss", LOSS, "committed_before_processed", False),
     }
 
 
@@ -538,20 +549,18 @@ def stories(spark: SparkSession) -> Stories:
     from analysis.checkers import SharedFrames
     from analysis.timelines import member_timeline
 
-    frames = []
+    hs = []
     for p in PROTOCOLS:
-        frames += [
-            leave_history(p, "leave", told=True).df(spark),
-            leave_history(p, "unasked", told=False).df(spark),
-            restart_history(p, "restart").df(spark),
-            idle_history(p, "idle").df(spark),
-            claim_history(p, "claimed", ["t:2", "t:3"], claims=True).df(spark),
-            claim_history(p, "unclaimed", ["t:2", "t:3"], claims=False).df(spark),
-            claim_history(p, "nothing", [], claims=False, first=["t:0", "t:1", "t:2"]).df(spark),
+        hs += [
+            leave_history(p, "leave", told=True),
+            leave_history(p, "unasked", told=False),
+            restart_history(p, "restart"),
+            idle_history(p, "idle"),
+            claim_history(p, "claimed", ["t:2", "t:3"], claims=True),
+            claim_history(p, "unclaimed", ["t:2", "t:3"], claims=False),
+            claim_history(p, "nothing", [], claims=False, first=["t:0", "t:1", "t:2"]),
         ]
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
+    df = frame(spark, hs)
     sh = SharedFrames(df)
     rows = [r.asDict() for r in run_checkers(df, sh).collect()]
     timeline = [r.asDict() for r in member_timeline(sh.control, sh.intervals).collect()]
@@ -645,12 +654,10 @@ def test_a_release_in_the_instant_of_the_stop_counts_as_revoked(spark: SparkSess
     from analysis.metrics import episode_histories
 
     protos = ("zookeeper", "classic-cooperative", "consumer")
-    frames = [same_instant_history(p, lost=False).df(spark) for p in protos]
+    hs = [same_instant_history(p, lost=False) for p in protos]
     # A loss, on a modern protocol (the legacy H.lose() is a plain release).
-    frames += [same_instant_history("classic-eager", lost=True).df(spark)]
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
+    hs += [same_instant_history("classic-eager", lost=True)]
+    df = frame(spark, hs)
     sh = SharedFrames(df)
     ends = {
         (r["protocol"], r["partition"]): (r["e"], r["rel"])

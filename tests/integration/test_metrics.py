@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.checkers import SharedFrames
-from analysis.history import PROTOCOLS, H
+from analysis.history import PROTOCOLS, H, frame
 from analysis.metrics import (
     compute_metrics,
     fault_marks,
@@ -48,18 +48,10 @@ EPISODES = "@episodes"
 
 @pytest.fixture(scope="module")
 def frames(spark: SparkSession) -> dict[str, Any]:
-    from pyspark.sql import functions as F
 
-    dfs = [history(p).df(spark) for p in PROTOCOLS]
-    dfs += [
-        join_and_crash(p)
-        .df(spark)
-        .withColumn("protocol", F.concat(F.col("protocol"), F.lit(EPISODES)))
-        for p in PROTOCOLS
-    ]
-    df = dfs[0]
-    for f in dfs[1:]:
-        df = df.unionByName(f)
+    hs: list[H | tuple[H, str]] = [history(p) for p in PROTOCOLS]
+    hs += [(join_and_crash(p), p + EPISODES) for p in PROTOCOLS]
+    df = frame(spark, hs)
     # The plot frames reuse the intermediate frames compute_metrics materialized.
     shared = SharedFrames(df)
     return {

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from analysis.checkers import run_checkers
-from analysis.history import H
+from analysis.history import H, frame
 from analysis.ownership import ownership_intervals_all, protocol_order_inversions
 from emulator.anomalies import DOUBLE_OWNERSHIP
 
@@ -81,9 +81,7 @@ def frames(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     """Every history through the checkers and the inversion finder at once."""
     hs = [legacy("zxid"), legacy("no-zxid", zxids=False)]
     hs += [modern(p, "gen") for p in MODERN]
-    df: DataFrame = hs[0].df(spark)
-    for h in hs[1:]:
-        df = df.unionByName(h.df(spark))
+    df = frame(spark, hs)
     return {
         "anomalies": [r.asDict() for r in run_checkers(df).collect()],
         "inversions": [

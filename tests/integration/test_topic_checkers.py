@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checkers import SharedFrames, run_checkers, topic_observations
-from analysis.history import H
+from analysis.history import H, frame
 from analysis.metrics import compute_metrics, ownership_intervals
 from analysis.topics import (
     COMMITS_DELETED_PARTITION,
@@ -116,14 +116,9 @@ def series(protocol: str, name: str) -> str:
 @pytest.fixture(scope="module")
 def results(spark: SparkSession) -> dict[str, Any]:
     """Every history of every protocol through the checkers, observations and metrics."""
-    frames: list[DataFrame] = []
-    for name, build in HISTORIES.items():
-        for p in PROTOCOLS:
-            df = build(p).df(spark)
-            frames.append(df.withColumn("protocol", F.lit(series(p, name))))
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
+    df = frame(
+        spark, [(build(p), series(p, name)) for name, build in HISTORIES.items() for p in PROTOCOLS]
+    )
     sh = SharedFrames(df)
     anomalies = run_checkers(df, sh).persist()
     out = {
