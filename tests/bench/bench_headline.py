@@ -208,6 +208,23 @@ def experiment_scenario_file(exp: str) -> str:
     raise ValueError("an experiment without scenarios")
 
 
+def trial_times(part_dir: Path) -> dict[str, float | int]:
+    """The trials' own times, summed over every ``trial.json`` of a part.
+
+    ``wall_s`` above is this invocation's; a part resumed over several sessions
+    ran its trials across all of them, and these sums count each trial once.
+    """
+    wall = cpu = 0.0
+    n = 0
+    for f in sorted((part_dir / "trials").glob("*/trial.json")):
+        t = json.loads(f.read_text())
+        if t.get("status") == "completed":
+            wall += float(t.get("wall_s") or 0.0)
+            cpu += float(t.get("cpu_s") or 0.0)
+            n += 1
+    return {"trials_completed": n, "trial_wall_s": round(wall, 1), "trial_cpu_s": round(cpu, 1)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", choices=ENGINES, default="real")
@@ -237,8 +254,12 @@ def main() -> int:
     spec_dir.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = header("headline", started, args)
     doc["engine"] = args.engine
-    doc["parts"] = {}
-    shutil.rmtree(RESULTS / stem, ignore_errors=True)
+    # Parts not chosen keep their earlier results: one part can be run or resumed alone.
+    earlier = RESULTS / f"{stem}.json"
+    kept = json.loads(earlier.read_text()).get("parts", {}) if earlier.is_file() else {}
+    doc["parts"] = {k: v for k, v in kept.items() if k not in chosen and k in specs}
+    for part in chosen:
+        shutil.rmtree(RESULTS / stem / part, ignore_errors=True)
     for part in chosen:
         scen, exp = specs[part]
         scenario_file = experiment_scenario_file(exp)
@@ -297,6 +318,7 @@ def main() -> int:
         doc["parts"][part] = {
             "exit": code,
             "wall_s": round(wall, 1),
+            **trial_times(args.out / part),
             "scenario": scen,
             "experiment": exp,
             "trials": len(m["trials"]),
