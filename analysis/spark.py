@@ -82,3 +82,19 @@ def get_spark(
         spark.sparkContext.addPyFile(str(write_project_zip(shipped)))
     spark.dataSource.register(RebalanceEventsDataSource)
     return spark
+
+
+def release_spark_memory(spark: SparkSession) -> None:
+    """Let the driver free what nothing refers to any more (checkpointed frames above all).
+
+    A ``localCheckpoint`` keeps its blocks until Spark's ``ContextCleaner`` sees
+    the RDD collected, which needs the Python proxies gone (py4j then drops the
+    JVM's reference) and a JVM garbage collection; Spark's own periodic one runs
+    every 30 minutes. Called between an experiment's analysis batches.
+    """
+    import gc
+
+    gc.collect()
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        jvm.System.gc()
