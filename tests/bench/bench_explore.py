@@ -124,6 +124,7 @@ def main() -> int:
             f"{'-' if cpu is None else f'{cpu:.2f}':>12}"
             f"{c['wall_s_per_1000_seeds'] / 60:>10.0f} m"
         )
+    doc["elapsed_s"] = round(time.time() - started, 1)
     write(args.out, doc, ROOT)
     return 0
 

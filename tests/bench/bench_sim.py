@@ -122,6 +122,7 @@ def main() -> int:
     print(f"sim median: {sim_wall:.1f} s; replays identical: {doc['sim_replays_identical']}")
     if real is not None:
         print(f"real: {real['wall_s']:.1f} s; sim is {doc['speedup']}x faster")
+    doc["elapsed_s"] = round(time.time() - started, 1)
     write(args.out, doc, ROOT)
     return 0
 
