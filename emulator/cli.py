@@ -773,21 +773,22 @@ def _spark_job(
     is stopped; a session the caller had stays theirs.
     """
     had_spark = _active_spark() is not None
+    stop_after = not had_spark  # a session the caller had stays theirs
     try:
         with stop_signals():
             return 0, job()
     except bad_input as exc:
         return _fail(str(exc), bad_input_code), None
     except KeyboardInterrupt as exc:
-        if not had_spark:  # first: a JVM still starting would print after the one line
-            had_spark = True  # and not again below: its gateway is gone
+        if stop_after:  # first: a JVM still starting would print after the one line
+            stop_after = False  # and not again below: its gateway is gone
             _stop_spark(end_jvm=True)
         return _fail("interrupted", _exit_code(exc)), None
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         return _fail(f"compare failed: {type(exc).__name__}: {first[:300]}"), None
     finally:
-        if not had_spark:
+        if stop_after:
             _stop_spark()
 
 

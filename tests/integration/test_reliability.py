@@ -396,8 +396,10 @@ def _tiny_run_dir(root: Path) -> Path:
     return run
 
 
-@pytest.mark.spark
-def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Path) -> None:
+def _compare_until_its_jvm(
+    tmp_path: Path, poll_s: float
+) -> tuple[subprocess.Popen[str], dict[int, float]]:
+    """``compare`` of a tiny run started, once its Spark JVM shows (bounded): the CLI, the JVM."""
     run = _tiny_run_dir(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "emulator.cli", "compare", str(run), "--out", str(tmp_path / "r")],
@@ -410,13 +412,20 @@ def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Pat
     deadline = time.monotonic() + 90.0
     jvm: dict[int, float] = {}
     while time.monotonic() < deadline and not jvm and proc.poll() is None:
-        time.sleep(0.5)
-        jvm = {
-            p: t
-            for p, t in _tree(proc.pid).items()
-            if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
-        }
+        time.sleep(poll_s)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            jvm = {
+                p: t
+                for p, t in _tree(proc.pid).items()
+                if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
+            }
     assert jvm, "Spark's JVM never started"
+    return proc, jvm
+
+
+@pytest.mark.spark
+def test_ctrl_c_in_compare_is_one_line_and_stops_spark_on_loopback(tmp_path: Path) -> None:
+    proc, jvm = _compare_until_its_jvm(tmp_path, poll_s=0.5)
     # Into the comparison: the JVM opens its ports some seconds after it starts
     # (more on a loaded machine); wait for them, bounded.
     spark_listening: list[tuple[str, int, int]] = []
@@ -448,26 +457,7 @@ def test_ctrl_c_while_spark_s_jvm_starts_leaves_no_jvm_and_says_one_line_last(
     The JVM is ended by its command line before the one line is said; left to
     itself it outlived the CLI (holding the CLI's stderr) and printed after it.
     """
-    run = _tiny_run_dir(tmp_path)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "emulator.cli", "compare", str(run), "--out", str(tmp_path / "r")],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 90.0
-    jvm: dict[int, float] = {}
-    while time.monotonic() < deadline and not jvm and proc.poll() is None:
-        time.sleep(0.05)
-        with contextlib.suppress(psutil.NoSuchProcess):
-            jvm = {
-                p: t
-                for p, t in _tree(proc.pid).items()
-                if psutil.pid_exists(p) and psutil.Process(p).name() == "java"
-            }
-    assert jvm, "Spark's JVM never started"
+    proc, jvm = _compare_until_its_jvm(tmp_path, poll_s=0.05)
     proc.send_signal(signal.SIGINT)
     code, _took, err = _finish(proc, timeout=45.0)
     assert code == 130, err
