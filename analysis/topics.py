@@ -69,7 +69,7 @@ from emulator.events import EventKind as K
 from emulator.topic_incarnations import (
     INCARNATION_SEP,
     Incarnation,
-    incarnation_spans,
+    incarnations_from_rows,
 )
 
 LIFECYCLE_KINDS: Final = (K.TOPIC_CREATED.value, K.TOPIC_DELETED.value)
@@ -194,20 +194,7 @@ class Incarnations:
         spark: SparkSession | None = None,
     ) -> Incarnations:
         """From ``(protocol, topic, kind, incarnation, t)`` lifecycle rows (earliest per kind)."""
-        created: dict[tuple[str, str], dict[int, float]] = {}
-        deleted: dict[tuple[str, str], dict[int, float]] = {}
-        for proto, topic, kind, inc, t in rows:
-            into = created if kind == K.TOPIC_CREATED.value else deleted
-            per = into.setdefault((proto, topic), {})
-            per[inc] = min(t, per.get(inc, t))
-            created.setdefault((proto, topic), {})
-            deleted.setdefault((proto, topic), {})
-        spans = [
-            s
-            for key in sorted(created)
-            for s in incarnation_spans(*key, created[key], deleted[key])
-        ]
-        return cls(spans, spark)
+        return cls(incarnations_from_rows(rows), spark)
 
     def __bool__(self) -> bool:
         return bool(self.spans)

@@ -772,8 +772,7 @@ def _spark_job(
     (a Spark one) one line, not a JVM stack trace. A SparkSession this started
     is stopped; a session the caller had stays theirs.
     """
-    had_spark = _active_spark() is not None
-    stop_after = not had_spark  # a session the caller had stays theirs
+    stop_after = _active_spark() is None  # a session the caller had stays theirs
     try:
         with stop_signals():
             return 0, job()

@@ -90,12 +90,32 @@ def incarnation_at(spans: Iterable[Incarnation], t: float) -> int:
     return 1
 
 
+def incarnations_from_rows(
+    rows: Iterable[tuple[str, str, str, int, float]],
+) -> list[Incarnation]:
+    """Every (protocol, topic)'s incarnations from lifecycle rows.
+
+    A row is ``(protocol, topic, kind, incarnation, t)``, ``kind`` being
+    ``topic_created`` or ``topic_deleted``; the earliest row of each counts.
+    """
+    created: dict[tuple[str, str], dict[int, float]] = {}
+    deleted: dict[tuple[str, str], dict[int, float]] = {}
+    for proto, topic, kind, inc, t in rows:
+        into = created if kind == EventKind.TOPIC_CREATED.value else deleted
+        per = into.setdefault((proto, topic), {})
+        per[inc] = min(t, per.get(inc, t))
+    return [
+        s
+        for key in sorted(set(created) | set(deleted))
+        for s in incarnation_spans(*key, created.get(key, {}), deleted.get(key, {}))
+    ]
+
+
 def spans_by_topic(
     events: Iterable[Mapping[str, object]],
 ) -> dict[str, list[Incarnation]]:
     """Each topic's incarnations from a run's ``topic_created`` / ``topic_deleted`` events."""
-    created: dict[str, dict[int, float]] = {}
-    deleted: dict[str, dict[int, float]] = {}
+    rows = []
     for ev in events:
         kind, topic, inc, t = (
             ev.get("kind"),
@@ -107,10 +127,10 @@ def spans_by_topic(
             continue
         if topic is None or not isinstance(inc, int) or not isinstance(t, int | float):
             continue
-        into = created if kind == EventKind.TOPIC_CREATED else deleted
-        per = into.setdefault(str(topic), {})
-        per[inc] = min(float(t), per.get(inc, float(t)))
-    return {
-        topic: incarnation_spans("", topic, created.get(topic, {}), deleted.get(topic, {}))
-        for topic in sorted(set(created) | set(deleted))
-    }
+        created = kind == EventKind.TOPIC_CREATED
+        what = (EventKind.TOPIC_CREATED if created else EventKind.TOPIC_DELETED).value
+        rows.append(("", str(topic), what, inc, float(t)))
+    out: dict[str, list[Incarnation]] = {}
+    for s in incarnations_from_rows(rows):
+        out.setdefault(s.topic, []).append(s)
+    return out
