@@ -149,6 +149,7 @@ class Side:
         scenario: the scenario's settings, seed and drawn plans left out (for the
             same-spec check).
         plans: ``(protocol, seed)`` -> the scenario's drawn action plan.
+        time_scales: protocol -> the time scales its trials ran at (sorted).
     """
 
     engine: str
@@ -157,6 +158,7 @@ class Side:
     excluded: tuple[tuple[str, str], ...] = ()
     scenario: Mapping[str, Any] = field(default_factory=dict)
     plans: Mapping[tuple[str, int], Any] = field(default_factory=dict)
+    time_scales: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def protocols(self) -> list[str]:
         """The protocols with at least one trial, in first-seen order."""
@@ -190,6 +192,17 @@ def cpu_seconds(
 
 SCENARIO_DRAWN: Final = ("seed", "action_plan", "membership_plan")
 """Scenario keys that follow from the seed (left out of the same-spec check)."""
+
+SCENARIO_PACING: Final = ("time_scale",)
+"""Scenario keys that only pace the real engine's wall clock (left out of the same-spec
+check, kept per protocol in :attr:`Side.time_scales`).
+
+Every time a metric reports is emulated time, and the sim engine runs on a virtual
+clock whatever the scale; on the real engine a larger scale only gives the actors
+more wall time per emulated second (a 100-member 0.8 group needs 2.0 on 2 cores,
+as ``bench_scale`` runs it). A disagreement that a scale causes is a finding of
+the comparison, which is why the scales are shown beside it.
+"""
 
 
 def trial_view(
@@ -237,23 +250,36 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def load_side(exp_dir: Path | str, engine: str, seeds: Collection[int] | None = None) -> Side:
-    """Read an experiment directory's analysed trials (every ``trials/*/trial.json``).
+def load_side(
+    exp_dir: Path | str | Sequence[Path | str],
+    engine: str,
+    seeds: Collection[int] | None = None,
+) -> Side:
+    """Read the analysed trials of one or more experiment directories (``trials/*/trial.json``).
+
+    Several directories make one side when its protocols ran as separate
+    experiments of the same scenario (at different time scales, say: see
+    :data:`SCENARIO_PACING`).
 
     Args:
-        exp_dir: the experiment directory.
+        exp_dir: the experiment directory, or several.
         engine: the engine its trials must have run on.
         seeds: only the trials of these seeds (others are not read); None: all.
 
     Raises:
-        AgreementError: no trials, or a trial ran on another engine.
+        AgreementError: no trials, a trial ran on another engine, the trials ran
+            different scenarios, or two directories hold a trial of the same
+            protocol and seed.
     """
-    root = Path(exp_dir)
+    roots = [Path(exp_dir)] if isinstance(exp_dir, str | Path) else [Path(d) for d in exp_dir]
+    where = ", ".join(str(r) for r in roots)
     trials: list[TrialView] = []
     excluded: list[tuple[str, str]] = []
     scenarios: dict[str, dict[str, Any]] = {}
     plans: dict[tuple[str, int], Any] = {}
-    for tj_path in sorted((root / "trials").glob("*/trial.json")):
+    scales: dict[str, set[float]] = {}
+    paths = [tj for root in roots for tj in sorted((root / "trials").glob("*/trial.json"))]
+    for tj_path in paths:
         tj = _read(tj_path)
         if tj is None or (seeds is not None and tj.get("seed") not in seeds):
             continue
@@ -266,18 +292,32 @@ def load_side(exp_dir: Path | str, engine: str, seeds: Collection[int] | None = 
         if isinstance(view, str):
             excluded.append((str(tj.get("id", d.name)), view))
             continue
+        if (view.protocol, view.seed) in plans:
+            raise AgreementError(f"{where}: two trials of {view.protocol} seed {view.seed}")
         trials.append(view)
         sc = dict((manifest or {}).get("scenario") or {})
         plans[(view.protocol, view.seed)] = sc.get("action_plan")
         for k in SCENARIO_DRAWN:
             sc.pop(k, None)
+        for k in SCENARIO_PACING:
+            pace = sc.pop(k, None)
+            if isinstance(pace, int | float):
+                scales.setdefault(view.protocol, set()).add(float(pace))
         scenarios[json.dumps(sc, sort_keys=True)] = sc
     if not trials:
-        raise AgreementError(f"{root}: no completed, analysed trials")
+        raise AgreementError(f"{where}: no completed, analysed trials")
     if len(scenarios) > 1:
-        raise AgreementError(f"{root}: trials of {len(scenarios)} different scenarios")
+        raise AgreementError(f"{where}: trials of {len(scenarios)} different scenarios")
     (scenario,) = scenarios.values()
-    return Side(engine, str(root), tuple(trials), tuple(excluded), scenario, plans)
+    return Side(
+        engine,
+        where,
+        tuple(trials),
+        tuple(excluded),
+        scenario,
+        plans,
+        {p: tuple(sorted(v)) for p, v in scales.items()},
+    )
 
 
 # ----------------------------------------------------------------- verdicts
@@ -626,6 +666,7 @@ class Agreement:
                 "source": s.source,
                 "trials": len(s.trials),
                 "protocols": {p: s.seeds(p) for p in s.protocols()},
+                "time_scales": {p: list(v) for p, v in s.time_scales.items()},
                 "excluded": [list(x) for x in s.excluded],
             }
 
@@ -758,6 +799,11 @@ def metric_label(metric: str) -> str:
 MARK: Final[Mapping[str, str]] = {AGREE: "yes", DISAGREE: "**NO**", NOT_APPLICABLE: "n/a"}
 
 
+def _scale_text(side: Side, protocol: str) -> str:
+    """The time scales a side's trials of ``protocol`` ran at (``-`` if none was recorded)."""
+    return ", ".join(f"{x:g}" for x in side.time_scales.get(protocol, ())) or "-"
+
+
 def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
     """The full table, per protocol, with the inputs and the counts first."""
     c, ce, cr = ag.counts(), ag.counts(EXACT), ag.counts(RANGE)
@@ -769,11 +815,14 @@ def to_markdown(ag: Agreement, *, include_zero: bool = False) -> str:
         f"Real: `{ag.real.source}` ({len(ag.real.trials)} trials); "
         f"sim: `{ag.sim.source}` ({len(ag.sim.trials)} trials).",
         "",
-        "| protocol | real seeds | sim seeds |",
-        "|---|---|---|",
+        "| protocol | real seeds | sim seeds | real time scale | sim time scale |",
+        "|---|---|---|---|---|",
     ]
     for p in dict.fromkeys(r.protocol for r in ag.rows):
-        lines.append(f"| {p} | {_seed_text(ag.real.seeds(p))} | {_seed_text(ag.sim.seeds(p))} |")
+        lines.append(
+            f"| {p} | {_seed_text(ag.real.seeds(p))} | {_seed_text(ag.sim.seeds(p))} "
+            f"| {_scale_text(ag.real, p)} | {_scale_text(ag.sim, p)} |"
+        )
     lines += [
         "",
         f"Judged rows: **{c[AGREE]} agree, {c[DISAGREE]} disagree**, {c[NOT_APPLICABLE]} n/a "

@@ -149,8 +149,16 @@ def plot(ag: Agreement, path: Path) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--real", type=Path, required=True, help="the real engine's experiment dir")
-    p.add_argument("--sim", type=Path, required=True, help="the sim engine's experiment dir")
+    p.add_argument(
+        "--real",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="the real engine's experiment dir (several: one side of separate experiments)",
+    )
+    p.add_argument(
+        "--sim", type=Path, nargs="+", required=True, help="the sim engine's experiment dir(s)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "bench" / "results")
     p.add_argument("--name", default="agreement", help="file stem of the outputs")
     p.add_argument(
@@ -170,7 +178,7 @@ def main() -> int:
         seeds = range(int(first), int(last or first) + 1)
     started = time.time()
     if args.analyse:
-        for d in (args.real, args.sim):
+        for d in [*args.real, *args.sim]:
             analyse(d, args.spark_master)
     ag = compare_sides(load_side(args.real, "real", seeds), load_side(args.sim, "sim", seeds))
     c = ag.counts()

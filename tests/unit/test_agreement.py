@@ -326,17 +326,23 @@ def test_cpu_is_the_actors_sum_on_the_real_engine_and_the_trials_own_on_the_sim(
     assert cpu_seconds(sim, "consumer", {}) is None
 
 
-def _write_trial(root: Path, tid: str, engine: str, seed: int, analysed: bool = True) -> None:
+def _write_trial(
+    root: Path,
+    tid: str,
+    engine: str,
+    seed: int,
+    analysed: bool = True,
+    protocol: str = "consumer",
+    **scenario: Any,
+) -> None:
     d = root / "trials" / tid
     d.mkdir(parents=True)
     (d / "trial.json").write_text(
-        json.dumps(
-            {"id": tid, "protocol": "consumer", "seed": seed, "fingerprint": tid, "wall_s": 1.0}
-        )
+        json.dumps({"id": tid, "protocol": protocol, "seed": seed, "fingerprint": tid, "wall_s": 1})
     )
     manifest: dict[str, Any] = {
         "status": "completed",
-        "scenario": {**SCENARIO, "seed": seed, "action_plan": [seed]},
+        "scenario": {**SCENARIO, "seed": seed, "action_plan": [seed], **scenario},
     }
     if engine == "sim":
         manifest["engine"] = {"name": "sim"}
@@ -366,3 +372,24 @@ def test_load_side_reads_analysed_trials_and_checks_the_engine(tmp_path: Path) -
         load_side(tmp_path / "real", "sim")
     with pytest.raises(AgreementError, match="no completed, analysed trials"):
         load_side(tmp_path / "empty", "real")
+
+
+def test_one_side_of_several_directories_keeps_each_protocols_time_scale(tmp_path: Path) -> None:
+    _write_trial(tmp_path / "modern", "m1", "real", 1, time_scale=1.0)
+    _write_trial(tmp_path / "legacy", "z1", "real", 1, protocol="zookeeper", time_scale=2.0)
+    s = load_side([tmp_path / "modern", tmp_path / "legacy"], "real")
+    assert sorted((t.protocol, t.seed) for t in s.trials) == [("consumer", 1), ("zookeeper", 1)]
+    assert s.scenario == SCENARIO  # the pace is not part of the scenario's identity
+    assert s.time_scales == {"consumer": (1.0,), "zookeeper": (2.0,)}
+    assert str(tmp_path / "legacy") in s.source and str(tmp_path / "modern") in s.source
+    # Any other difference is still a different scenario.
+    _write_trial(tmp_path / "other", "z2", "real", 2, protocol="zookeeper", duration_s=61.0)
+    with pytest.raises(AgreementError, match="2 different scenarios"):
+        load_side([tmp_path / "modern", tmp_path / "other"], "real")
+    # The same protocol and seed twice would count one trial twice.
+    _write_trial(tmp_path / "again", "m1b", "real", 1, time_scale=0.5)
+    with pytest.raises(AgreementError, match="two trials of consumer seed 1"):
+        load_side([tmp_path / "modern", tmp_path / "again"], "real")
+    text = to_markdown(compare_sides(s, s))
+    assert "| zookeeper | 1..1 (1) | 1..1 (1) | 2 | 2 |" in text
+    assert "| consumer | 1..1 (1) | 1..1 (1) | 1 | 1 |" in text
