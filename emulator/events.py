@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The event schema's version, in every record's ``v``.
 
 Versions only add (kinds, fields, values), so a reader of version ``n`` reads
@@ -40,7 +40,8 @@ every older log: a field an older record lacks is a null column. 1: unframed
 logs; 2: framed logs (:mod:`emulator.logformat`, whose own framing version
 follows the file, not this number); 3: the topic lifecycle (``topic_created``,
 ``topic_deletion_requested``, ``topic_deleted``, ``topic_pattern_resolved``) and
-the fields ``incarnation``, ``replication_factor``, ``pattern`` and ``topics``.
+the fields ``incarnation``, ``replication_factor``, ``pattern`` and ``topics``; 4:
+online migration (``group_converted``, the fields ``member_protocol`` and ``direction``).
 """
 
 FieldType = Literal["string", "long", "double", "boolean"]
@@ -108,6 +109,17 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("replication_factor", "long", "a topic's replication factor"),
     Field("pattern", "string", "a subscription pattern (a regex, or a 0.8 filter string)"),
     Field("topics", "string", "a topic list as 'a,b,c' (sorted; empty: none)"),
+    Field(
+        "member_protocol",
+        "string",
+        "the group protocol a member speaks in a group that has both (online migration): "
+        "classic | consumer",
+    ),
+    Field(
+        "direction",
+        "string",
+        "a group conversion's direction: upgrade (classic to consumer) | downgrade",
+    ),
 )
 
 FIELD_NAMES: Final[frozenset[str]] = frozenset(f.name for f in FIELDS)
@@ -187,6 +199,12 @@ class EventKind(enum.StrEnum):
     MEMBER_JOINED = "member_joined"  # member_id, reason = new | rejoin | static_replace
     MEMBER_REMOVED = "member_removed"  # member_id, reason = leave | session_timeout | fenced ...
     TARGET_ASSIGNMENT = "target_assignment"  # group_epoch, member_id, partitions (KIP-848)
+    GROUP_CONVERTED = (
+        "group_converted"  # direction = upgrade | downgrade; reason = what caused it;
+        # state = online | offline (an empty group replaced); generation = the epoch carried
+        # over; count = members converted; member_id = the member whose request or fencing
+        # caused it
+    )
     # modern members (client side)
     COORDINATOR_FOUND = "coordinator_found"  # broker
     PARTITIONS_ASSIGNED = "partitions_assigned"  # partitions added (onPartitionsAssigned)
@@ -227,6 +245,8 @@ class EventSpec:
 
 TOPIC_CREATED_REASONS: Final = ("timeline", "auto")
 """Why a topic was created: a ``create_topic`` timeline action, or auto-creation."""
+CONVERSION_DIRECTIONS: Final = ("upgrade", "downgrade")
+"""A group conversion: classic to consumer (upgrade) or back (downgrade)."""
 TOPIC_DELETION_STATES: Final = ("started", "ignored")
 """What a deletion request did: the deletion started, or ``delete.topic.enable`` is false."""
 
@@ -251,6 +271,10 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     EventKind.ISR_CHANGED: EventSpec(("topic", "partition", "broker", "reason", "detail")),
     EventKind.BROKER_CRASHED: EventSpec(("broker",)),
     EventKind.GROUP_STATE_CHANGED: EventSpec(("state",)),
+    EventKind.GROUP_CONVERTED: EventSpec(
+        ("direction", "reason", "state"),
+        values={"direction": CONVERSION_DIRECTIONS, "state": ("online", "offline")},
+    ),
     EventKind.REQUEST_ERROR: EventSpec(("reason",)),
     EventKind.COMMIT_FAILED: EventSpec(("reason",)),
     EventKind.TOPIC_CREATED: EventSpec(

@@ -601,6 +601,17 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         "kafka_version >= 4.3 applies; 0 = the assignor runs on every heartbeat that sees "
         "a new group epoch (4.0-4.2)",
     ),
+    KafkaKeySpec(
+        "group.consumer.migration.policy",
+        "str",
+        "disabled",
+        versions=(VersionRule("bidirectional", since=(4, 0)),),
+        choices=("disabled", "upgrade", "downgrade", "bidirectional"),
+        used_by="broker (classic and KIP-848 groups): online migration between them",
+        source="K@3.8.0 GroupCoordinatorConfig.java 106 (DISABLED; 3.9 the same, as an internal "
+        "config); K@trunk e1deeb4b914 (2024-09-26) made BIDIRECTIONAL the default from 4.0",
+        since=(3, 8),
+    ),
     KafkaKeySpec("group.coordinator.threads", "int", 1, minimum=1, used_by=_KIP848, source=_SRC_C6),
     KafkaKeySpec(
         "group.coordinator.append.linger.ms", "int", 10, minimum=0, used_by=_KIP848, source=_SRC_C6

@@ -44,7 +44,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from emulator.broker.messages import EMPTY_OFFSETS_SNAPSHOT, GroupOffsets, OffsetsSnapshot
 from emulator.events import EventKind
@@ -68,6 +68,9 @@ from emulator.modern.messages import (
 )
 from emulator.modern.placement import coordinator_partition
 from emulator.protocols import spec
+
+if TYPE_CHECKING:
+    from emulator.modern.mixed_group import MixedGroupCoordinator
 
 #: Makes the coordinator of a new group: ``factory(group_id, committed)``, the
 #: committed offsets it starts from (None: none).
@@ -410,6 +413,8 @@ def make_coordinator_factory(
     broker_id: int,
     seed: int,
     partitions_per_topic: dict[str, int],
+    *,
+    mixed_protocols: bool = False,
 ) -> CoordinatorFactory:
     """The factory ``(group_id, committed) -> coordinator`` for the brokers of a ``protocol`` run.
 
@@ -421,8 +426,17 @@ def make_coordinator_factory(
             generator, seeded by the seed, the broker and the group.
         partitions_per_topic: the metadata image of KIP-848 coordinators,
             shared (not copied): new groups see grown topics.
+        mixed_protocols: the run's members may speak the other protocol too
+            (an ``upgrade`` action): every group is a
+            :class:`~emulator.modern.migration.MigratingGroupCoordinator`, which
+            starts as the run protocol's kind and converts as Kafka 3.8+ does.
+            Without it a group only ever hears its own protocol, and the plain
+            coordinator of that protocol serves it (the same answers: a group
+            converts only when the other protocol's request arrives).
     """
     props = modern_properties(kafka)
+    if mixed_protocols:
+        return _migrating_factory(protocol, props, broker_id, seed, partitions_per_topic)
     if spec(protocol).generation == "classic":
         from emulator.modern.classic_coordinator import ClassicGroupCoordinator
         from emulator.modern.config import GroupCoordinatorConfig
@@ -445,3 +459,45 @@ def make_coordinator_factory(
         return coord
 
     return kip848
+
+
+def _migrating_factory(
+    protocol: str,
+    props: Mapping[str, object],
+    broker_id: int,
+    seed: int,
+    partitions_per_topic: Mapping[str, int],
+) -> CoordinatorFactory:
+    """Groups that start as ``protocol``'s kind and may convert (online migration)."""
+    from emulator.modern.classic_coordinator import ClassicGroupCoordinator
+    from emulator.modern.config import GroupCoordinatorConfig
+    from emulator.modern.migration import MigratingGroupCoordinator, MigrationPolicy
+    from emulator.modern.mixed_group import make_mixed_coordinator
+
+    cfg = GroupCoordinatorConfig.from_kafka(props)
+
+    def make(group_id: str, committed: dict[TopicPartition, int] | None) -> GroupCoordinator:
+        # One generator per group, shared by the kinds it turns into.
+        rng = random.Random(f"{seed}/{broker_id}/{group_id}")
+
+        def new_classic(offsets: Mapping[TopicPartition, int] | None) -> ClassicGroupCoordinator:
+            return ClassicGroupCoordinator(group_id, cfg, rng, broker=broker_id, committed=offsets)
+
+        def new_consumer(offsets: Mapping[TopicPartition, int] | None) -> MixedGroupCoordinator:
+            coord = make_mixed_coordinator(group_id, props, rng, broker_id, partitions_per_topic)
+            coord.committed.update(offsets or {})
+            return coord
+
+        return MigratingGroupCoordinator(
+            group_id,
+            new_classic=new_classic,
+            new_consumer=new_consumer,
+            initial=spec(protocol).generation,
+            policy=MigrationPolicy(cfg.group_consumer_migration_policy),
+            kafka_version=cfg.kafka_version,
+            classic_max_size=cfg.group_max_size,
+            consumer_max_size=cfg.group_consumer_max_size,
+            committed=committed,
+        )
+
+    return make

@@ -439,6 +439,77 @@ class ClassicGroupCoordinator(GroupCoordinator):
         self._armed.clear()
         return self._drain()
 
+    # ------------------------------------------------------- online migration
+
+    def abort_for_conversion(self, now_ms: float) -> list[Output]:
+        """The group becomes a consumer group (``convertToConsumerGroup``, GMM@3.9 1123-1176).
+
+        Every parked JoinGroup and SyncGroup is answered REBALANCE_IN_PROGRESS
+        (``completeAllJoinFutures`` / ``completeAllSyncFutures``) and this
+        coordinator stops: its timers are dropped (Kafka leaves them to fire and
+        find the group gone) and later requests are the consumer group's.
+        """
+        self._now = now_ms
+        for m in list(self._members.values()):
+            self._invoke_join(m, self._join_error(m.member_id, Errors.REBALANCE_IN_PROGRESS))
+            self._invoke_sync(m, SyncGroupResponse(0, Errors.REBALANCE_IN_PROGRESS))
+        self._active = False
+        self._join_timer = None
+        self._sync_deadline = None
+        self._heap.clear()
+        self._armed.clear()
+        for m in self._members.values():
+            m.heartbeat_deadline = None
+        return self._drain()
+
+    def adopt_converted(
+        self,
+        now_ms: float,
+        generation: int,
+        members: Iterable[MemberMetadata],
+        *,
+        rebalance: bool,
+        reason: str,
+    ) -> list[Output]:
+        """Take a consumer group's classic members (``ClassicGroup.fromConsumerGroup``,
+        CLG@3.9 1369-1420, then ``convertToClassicGroup``, GMM@3.9 1048-1097).
+
+        The group starts Stable at the consumer group's epoch as its generation,
+        protocol type ``consumer``, the leader the first member, the protocol
+        voted as usual; every member's session timer starts now
+        (``rescheduleClassicGroupMemberHeartbeat``). With ``rebalance`` it then
+        prepares a rebalance (3.8-3.9: always after a leave or a fencing), so
+        the members' next heartbeat says REBALANCE_IN_PROGRESS (or
+        ILLEGAL_GENERATION to a member whose epoch trailed the group's).
+
+        Args:
+            now_ms: the emulated time.
+            generation: the consumer group's epoch.
+            members: the members, in the consumer group's order, with their
+                target assignment as ``assignment``.
+            rebalance: prepare a rebalance at once.
+            reason: why (the rebalance's reason).
+        """
+        self._now = now_ms
+        self._exists = True
+        self.generation_id = generation
+        for m in members:
+            m.is_new = False
+            self._add(m, None)
+        self.protocol_name = self.select_protocol()
+        self.state = GroupState.STABLE
+        self._emit(
+            EventKind.GROUP_STATE_CHANGED,
+            state=self.state.value,
+            reason="downgrade",
+            count=len(self._members),
+        )
+        for m in self._members.values():
+            self._schedule_heartbeat(m)
+        if rebalance:
+            self._prepare_rebalance(reason)
+        return self._drain()
+
     # ---------------------------------------------------------------- plumbing
 
     def _drain(self) -> list[Output]:

@@ -492,6 +492,10 @@ class Kip848ConsumerConfig:
 # ------------------------------------------------------------------------ broker
 
 
+MIGRATION_POLICIES: Final = ("disabled", "upgrade", "downgrade", "bidirectional")
+"""``ConsumerGroupMigrationPolicy`` values (parsed case-insensitively, as Kafka does)."""
+
+
 @dataclass(frozen=True)
 class GroupCoordinatorConfig:
     """The broker's group-coordinator settings, classic and KIP-848 (B6, C6).
@@ -517,6 +521,9 @@ class GroupCoordinatorConfig:
         group_consumer_assignors: ``group.consumer.assignors`` as names
             (``["uniform", "range"]``; the first is the default).
         group_consumer_max_size: ``group.consumer.max.size`` (``Integer.MAX_VALUE``).
+        group_consumer_migration_policy: ``group.consumer.migration.policy`` (3.8+:
+            ``disabled`` in 3.8-3.9, ``bidirectional`` from 4.0; ``disabled`` before 3.8,
+            which has no migration).
         group_consumer_assignment_interval_ms:
             ``group.consumer.assignment.interval.ms``: the target assignment
             is computed at most once per interval (1000 from Kafka 4.3, which
@@ -560,6 +567,7 @@ class GroupCoordinatorConfig:
     )
     group_consumer_assignors: tuple[str, ...] = default_list("group.consumer.assignors", _CONSUMER)
     group_consumer_max_size: int = default_int("group.consumer.max.size", _CONSUMER)
+    group_consumer_migration_policy: str = default_str("group.consumer.migration.policy", _CONSUMER)
     group_consumer_assignment_interval_ms: int = default_int(
         "group.consumer.assignment.interval.ms", _CONSUMER
     )
@@ -622,6 +630,10 @@ class GroupCoordinatorConfig:
                 default_list("group.consumer.assignors", _CONSUMER, version),
             ),
             group_consumer_max_size=setting("group.consumer.max.size"),
+            group_consumer_migration_policy=str(
+                props.get("group.consumer.migration.policy")
+                or default_str("group.consumer.migration.policy", _CONSUMER, version)
+            ).lower(),
             group_consumer_assignment_interval_ms=setting("group.consumer.assignment.interval.ms"),
             new_member_join_timeout_ms=setting("new.member.join.timeout.ms"),
             # Before 4.1 the key does not exist: Kafka ignores it, as any unknown config.
@@ -638,6 +650,10 @@ class GroupCoordinatorConfig:
             raise ValueError(
                 "group.consumer.regex.refresh.interval.ms must be at least "
                 f"{REGEX_BATCH_REFRESH_MIN_INTERVAL_MS} (atLeast(10 * 1000))"
+            )
+        if cfg.group_consumer_migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(
+                "group.consumer.migration.policy must be one of " + ", ".join(MIGRATION_POLICIES)
             )
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
             raise ValueError(

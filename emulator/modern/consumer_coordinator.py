@@ -155,6 +155,7 @@ from emulator.modern.messages import (
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    Subscription,
     TopicPartition,
 )
 from emulator.modern.placement import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
@@ -190,6 +191,27 @@ class MemberState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """``ConsumerGroupMemberMetadataValue.ClassicMemberMetadata``: a classic member of a
+    consumer group (online migration, Kafka 3.8+; CG@3.9 ``ConsumerGroupMember``).
+
+    Attributes:
+        session_timeout_ms: the ``session.timeout.ms`` of its last JoinGroup; its
+            session runs on it, not on ``group.consumer.session.timeout.ms``
+            (K@3.8 11c85a93c3f).
+        protocols: the (assignor name, subscription) pairs of its last JoinGroup.
+    """
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, Subscription], ...]
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        """Its assignors, in preference order."""
+        return tuple(name for name, _ in self.protocols)
+
+
 class ProtocolError(Exception):
     """A Kafka error raised while handling a request; becomes the response's error."""
 
@@ -217,6 +239,10 @@ class GroupMember:
         server_assignor: the assignor it asked for, if any.
         assigned: partitions it is assigned (its current assignment).
         pending_revocation: partitions it must revoke before it moves on.
+        classic: set for a member that speaks the classic protocol
+            (JoinGroup/SyncGroup/Heartbeat) in this consumer group (online
+            migration, :mod:`emulator.modern.mixed_group`); None for a
+            ``consumer``-protocol member.
     """
 
     member_id: str
@@ -231,6 +257,12 @@ class GroupMember:
     server_assignor: str | None = None
     assigned: frozenset[TopicPartition] = frozenset()
     pending_revocation: frozenset[TopicPartition] = frozenset()
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """``useClassicProtocol``: the member joined with JoinGroup."""
+        return self.classic is not None
 
     def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
         """``isReconciledTo``: STABLE at the target assignment epoch."""
@@ -356,7 +388,7 @@ def reconcile(
 class _Timer:
     deadline: float
     seq: int
-    kind: str = field(compare=False)  # "session" | "rebalance"
+    kind: str = field(compare=False)  # "session" | "rebalance" | "join" | "sync"
     member_id: str = field(compare=False)
     epoch: int = field(compare=False, default=0)
     cancelled: bool = field(compare=False, default=False)
@@ -521,6 +553,13 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         self._timer_seq = 0
         self._now = 0.0
         self._emitted_state: tuple[GroupState, int] = (GroupState.EMPTY, 0)
+        #: Online downgrade (set by :class:`emulator.modern.migration.MigratingGroupCoordinator`):
+        #: whether ``group.consumer.migration.policy`` allows it, and ``group.max.size``.
+        self.downgrade_enabled = False
+        self.classic_max_size = DEFAULT_MAX_SIZE
+        #: The fenced member whose leaving turns this group into a classic group,
+        #: and why it was fenced; the caller converts the group and clears it.
+        self.downgrade: tuple[GroupMember, str] | None = None
 
     @classmethod
     def from_config(
@@ -591,21 +630,29 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         if self._unavailable is not None:
             return [self._error_response(request, self._unavailable, "coordinator unavailable")]
         try:
-            if isinstance(request, ConsumerGroupHeartbeatRequest):
-                response: GroupResponse = self._heartbeat(request, out)
-            elif isinstance(request, OffsetCommitRequest):
-                response = self._offset_commit(request)
-            elif isinstance(request, OffsetFetchRequest):
-                response = self._offset_fetch(request)
-            else:
-                raise TypeError(f"the consumer group coordinator does not serve {request!r}")
+            response = self._serve(request, out)
         except ProtocolError as exc:
             response = self._error_response(request, exc.error, str(exc))
         out.extend(self._state_events(self._cause(request)))
         return [response, *out]
 
-    @staticmethod
-    def _cause(request: GroupRequest) -> str:
+    def _serve(self, request: GroupRequest, out: list[Output]) -> GroupResponse:
+        """The response to one request of this group (events go to ``out``).
+
+        Raises:
+            ProtocolError: the request fails with a Kafka error.
+            TypeError: a request kind this coordinator does not serve.
+        """
+        if isinstance(request, ConsumerGroupHeartbeatRequest):
+            return self._heartbeat(request, out)
+        if isinstance(request, OffsetCommitRequest):
+            return self._offset_commit(request)
+        if isinstance(request, OffsetFetchRequest):
+            return self._offset_fetch(request)
+        raise TypeError(f"the consumer group coordinator does not serve {request!r}")
+
+    @classmethod
+    def _cause(cls, request: GroupRequest) -> str:
         """What a request does to the group, as the reason of a state change."""
         if not isinstance(request, ConsumerGroupHeartbeatRequest):
             return "offsets"
@@ -628,11 +675,11 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             member = self.members.get(timer.member_id)
             if member is None:
                 continue
-            if timer.kind == "session":
-                self._fence(member, "session_timeout", out)
-            elif member.member_epoch == timer.epoch:
-                self._fence(member, "rebalance_timeout", out)
+            if timer.kind != "rebalance" or member.member_epoch == timer.epoch:
+                self._fence(member, timer.kind + "_timeout", out)
             out.extend(self._state_events(timer.kind + "_timeout"))
+            if self.downgrade is not None:
+                return out  # the group becomes a classic group: its timers are over
         task = self._regex_task
         if task is not None and task.due_ms <= now_ms:
             self._regex_task = None
@@ -697,6 +744,25 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         broker's replica fetch of ``__consumer_offsets`` calls it on either.
         """
         return dict(self.committed)
+
+    def validate_online_downgrade(self, fenced: GroupMember) -> bool:
+        """``validateOnlineDowngrade`` (GMM@3.9 1021-1046): may fencing ``fenced`` turn
+        this group into a classic group?
+
+        Only when ``fenced`` is the last ``consumer``-protocol member
+        (``allMembersUseClassicProtocolExcept``), at least one member stays, the
+        migration policy allows a downgrade, and the members left fit in
+        ``group.max.size``.
+        """
+        if not self.downgrade_enabled or fenced.uses_classic_protocol or len(self.members) <= 1:
+            return False
+        if any(
+            not m.uses_classic_protocol
+            for mid, m in self.members.items()
+            if mid != fenced.member_id
+        ):
+            return False
+        return len(self.members) - 1 <= self.classic_max_size
 
     def member_by_instance(self, instance_id: str) -> GroupMember | None:
         """The static member holding ``instance_id``, if any."""
@@ -823,7 +889,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             )
             if updated != before_reconcile:
                 self._put_member(updated)
-                if updated.state is MemberState.UNREVOKED_PARTITIONS:
+                if updated.state is MemberState.UNREVOKED_PARTITIONS and not updated.classic:
                     self._schedule(
                         "rebalance",
                         updated.member_id,
@@ -1068,12 +1134,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                     Errors.UNKNOWN_MEMBER_ID,
                     f"Member {req.member_id} is not a member of group {self.group_id}.",
                 )
-            if epoch != member.member_epoch:
-                raise ProtocolError(
-                    Errors.STALE_MEMBER_EPOCH,
-                    f"The received member epoch {epoch} does not match the expected member "
-                    f"epoch {member.member_epoch}.",
-                )
+            self._validate_member_epoch(member, epoch)
         for tp, offset in sorted(req.offsets.items()):
             self.committed[tp] = offset
         return OffsetCommitResponse(
@@ -1092,14 +1153,28 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                     Errors.UNKNOWN_MEMBER_ID,
                     f"Member {req.member_id} is not a member of group {self.group_id}.",
                 )
-            if epoch != member.member_epoch:
-                raise ProtocolError(
-                    Errors.STALE_MEMBER_EPOCH,
-                    f"The received member epoch {epoch} does not match the expected member "
-                    f"epoch {member.member_epoch}.",
-                )
+            self._validate_member_epoch(member, epoch)
         wanted = req.partitions or tuple(sorted(self.committed))
         return OffsetFetchResponse(req.corr, offsets={tp: self.committed.get(tp) for tp in wanted})
+
+    @staticmethod
+    def _validate_member_epoch(member: GroupMember, epoch: int) -> None:
+        """``ConsumerGroup.validateMemberEpoch``: a classic member's generation must be its
+        member epoch (ILLEGAL_GENERATION), a ``consumer`` member's epoch too
+        (STALE_MEMBER_EPOCH). CG@3.9 531-545."""
+        if epoch == member.member_epoch:
+            return
+        if member.uses_classic_protocol:
+            raise ProtocolError(
+                Errors.ILLEGAL_GENERATION,
+                f"The received generation id {epoch} does not match the expected member "
+                f"epoch {member.member_epoch}.",
+            )
+        raise ProtocolError(
+            Errors.STALE_MEMBER_EPOCH,
+            f"The received member epoch {epoch} does not match the expected member "
+            f"epoch {member.member_epoch}.",
+        )
 
     # ----------------------------------------------------------------- regexes
 
@@ -1358,15 +1433,24 @@ class ConsumerGroupCoordinator(GroupCoordinator):
             self._count_regex(member.subscribed_topic_regex, -1)
         self._drop_static(member)
         self._unreconciled.discard(member.member_id)
-        self._cancel("session", member.member_id)
-        self._cancel("rebalance", member.member_id)
+        for kind in ("session", "rebalance", "join", "sync"):
+            self._cancel(kind, member.member_id)
 
     def _fence(self, member: GroupMember, reason: str, out: list[Output]) -> None:
         """``consumerGroupFenceMember``: remove the member and bump the group epoch.
 
         Its regex loses its resolution if no other member has it
         (``maybeDeleteResolvedRegularExpressions``, CK@4.1 4287-4306).
+
+        When the member is the last ``consumer``-protocol member of a group whose
+        other members are classic and :meth:`validate_online_downgrade` passes,
+        the group is not changed here: :attr:`downgrade` records the member and
+        why, and the caller (:class:`emulator.modern.migration.MigratingGroupCoordinator`)
+        converts the group to a classic group without it (``convertToClassicGroup``).
         """
+        if self.validate_online_downgrade(member):
+            self.downgrade = (member, reason)
+            return
         self._remove_member(member)
         regex = member.subscribed_topic_regex
         if regex is not None and regex not in self._regex_subscribers:
@@ -1529,6 +1613,7 @@ def make_consumer_coordinator(
     rng: random.Random,
     broker_id: int,
     partitions_per_topic: Mapping[str, int],
+    cls: type[ConsumerGroupCoordinator] | None = None,
 ) -> ConsumerGroupCoordinator:
     """A KIP-848 coordinator from broker properties (for the actors).
 
@@ -1540,6 +1625,7 @@ def make_consumer_coordinator(
         broker_id: the hosting broker.
         partitions_per_topic: the metadata image (the topics of the run;
             ``__consumer_offsets``, which a regex may match, is added here).
+        cls: the coordinator class (default :class:`ConsumerGroupCoordinator`).
 
     Raises:
         ValueError: a property of the wrong type or range.
@@ -1557,7 +1643,7 @@ def make_consumer_coordinator(
             return UniformAssignor(stable_quota=stable)
         return server_assignor(name)
 
-    return ConsumerGroupCoordinator.from_config(
+    return (cls or ConsumerGroupCoordinator).from_config(
         group_id,
         config,
         topics=partitions_per_topic,

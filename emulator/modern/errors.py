@@ -13,6 +13,7 @@ import enum
 class Errors(enum.Enum):
     """A Kafka error: ``(code, retriable)``; ``name`` is Kafka's name."""
 
+    UNKNOWN_SERVER_ERROR = (-1, False)
     NONE = (0, False)
     UNKNOWN_TOPIC_OR_PARTITION = (3, True)  # an InvalidMetadataException
     COORDINATOR_LOAD_IN_PROGRESS = (14, True)
@@ -26,6 +27,7 @@ class Errors(enum.Enum):
     INVALID_COMMIT_OFFSET_SIZE = (28, False)
     UNSUPPORTED_VERSION = (35, False)
     INVALID_REQUEST = (42, False)
+    GROUP_ID_NOT_FOUND = (69, False)
     GROUP_MAX_SIZE_REACHED = (81, False)
     FENCED_INSTANCE_ID = (82, False)
     MEMBER_ID_REQUIRED = (79, False)

@@ -133,6 +133,9 @@ def test_the_classic_commit_stalls_for_the_rebalance_timeout(
     ]
     assert failed and deleted <= min(failed) < deleted + 1_000
     # Retried until the rebalance timeout from the first try, then given up;
-    # events-b comes back only after that.
-    assert timeout - 1_000 < max(failed) - min(failed) <= timeout
+    # events-b comes back only after that. A failure is logged when its answer
+    # arrives: the last try leaves before the joinPrepareTimer expires
+    # (K@3.9 ConsumerCoordinator.onJoinPrepare), and its answer, which the
+    # rebalance no longer waits for, may come a round trip later.
+    assert timeout - 1_000 < max(failed) - min(failed) <= timeout + 1_000
     assert max(failed) < _created(events, "events-b", 2)
