@@ -169,6 +169,11 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
 DEFAULT_ASSIGNORS = ("uniform", "range")
 DEFAULT_MAX_SIZE = 2**31 - 1
 NO_PARTITION_EPOCH = -1
+STATIC_PROTOCOL_SWITCH_SINCE = (4, 0)
+"""KAFKA-17228 (K@trunk ed0e1086a97, in 4.0): a ``consumer``-protocol static member
+replaces at once a classic member holding its instance id (online migration);
+before, it got UNRELEASED_INSTANCE_ID until the classic member's session expired
+(``getOrMaybeSubscribeStaticConsumerGroupMember``, GMM@3.9 2220-2260)."""
 RELEASE_DEFAULT = -1
 """``regex_refresh_interval_ms`` = this: the Kafka release's own (600000 from 4.1, none before)."""
 
@@ -1013,15 +1018,25 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 if member is not None:  # getOrMaybeCreateMember returns it as is
                     return member, "rejoin"
                 return GroupMember(member_id, instance_id=instance_id), "new"
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            switching = existing.uses_classic_protocol and kafka_version_at_least(
+                self.kafka_version, STATIC_PROTOCOL_SWITCH_SINCE
+            )
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not switching:
                 raise ProtocolError(
                     Errors.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance_id} cannot join the "
                     f"group because the instance id is owned by {existing.member_id} member.",
                 )
-            # Replace the member that left temporarily: same state, assignment
-            # and target, under the new member id, at epoch 0.
-            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            # Replace the member that left temporarily (or, from 4.0, the classic
+            # member this one was before it switched protocol): same state,
+            # assignment and target, under the new member id, at epoch 0.
+            new = replace(
+                existing,
+                member_id=member_id,
+                member_epoch=0,
+                previous_member_epoch=0,
+                classic=None,
+            )
             self._remove_member(existing)
             target = self.target_assignment.pop(existing.member_id, None)
             if target is not None:

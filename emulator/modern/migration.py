@@ -52,11 +52,12 @@ Emulator choices (not Kafka):
 * an upgrade during a classic group's first rebalance (no protocol chosen
   yet) is refused with UNKNOWN_SERVER_ERROR, what Kafka's code would raise
   there (``protocolName().get()`` on an empty Optional; no upstream test);
-* KAFKA-17228 and KAFKA-17317 (4.0: a static member switching protocol
-  replaces its old self at once, and the last ``consumer`` static member
-  replaced by a classic one downgrades the group without a rebalance) are
-  not modelled: a static member that switches waits for its old session to
-  expire (UNRELEASED_INSTANCE_ID), as in 3.8-3.9.
+* KAFKA-17317 (4.0: the last ``consumer`` static member replaced by a classic
+  one downgrades the group without a rebalance) is not modelled: the group
+  stays a consumer group of classic members, as in 3.8-3.9. (KAFKA-17228, its
+  other half, is: from 4.0 a static member that switches to ``consumer``
+  replaces its classic self at once,
+  :data:`~emulator.modern.consumer_coordinator.STATIC_PROTOCOL_SWITCH_SINCE`.)
 """
 
 from __future__ import annotations

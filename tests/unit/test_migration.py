@@ -79,7 +79,11 @@ class Ctx:
 
         def new_consumer(offsets: object) -> MixedGroupCoordinator:
             coord = MixedGroupCoordinator(
-                GROUP, topics={T: partitions}, rng=rng, assignors=("range",)
+                GROUP,
+                topics={T: partitions},
+                rng=rng,
+                assignors=("range",),
+                kafka_version=kafka_version,
             )
             coord.committed.update(offsets or {})  # type: ignore[call-overload]
             return coord
@@ -605,3 +609,31 @@ def test_schema_4_adds_the_conversion_event() -> None:
         validate_event({**good, "direction": "sideways"})
     with pytest.raises(EventError):
         validate_event({k: v for k, v in good.items() if k != "state"})
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("3.9", Errors.UNRELEASED_INSTANCE_ID), ("4.0", Errors.NONE)]
+)
+def test_a_static_member_switching_to_consumer_replaces_its_classic_self_from_4_0(
+    version: str, expected: Errors
+) -> None:
+    """KAFKA-17228 (4.0, ``getOrMaybeSubscribeStaticConsumerGroupMember``): the new
+    member takes the classic member's place and assignment at once; before 4.0 the
+    instance id stays "unreleased" until the classic session expires."""
+    ctx = Ctx(kafka_version=version, initial="consumer")
+    assert ctx.cg_heartbeat("c-1", 0).error is Errors.NONE
+    classic = ctx.join(instance="i-2")
+    assert classic is not None and classic.error is Errors.NONE
+    old_id = classic.member_id
+    ctx.sync(old_id, classic.generation_id)
+    target = ctx.consumer.target_assignment[old_id]
+    assert target  # range gives the classic member half of the partitions
+    resp = ctx.cg_heartbeat("c-2", 0, instance_id="i-2")
+    assert resp.error is expected
+    if expected is Errors.NONE:
+        assert old_id not in ctx.consumer.members
+        new = ctx.consumer.members["c-2"]
+        assert new.classic is None and new.instance_id == "i-2"
+        assert ctx.consumer.target_assignment["c-2"] == target  # its place, kept
+        removed = [e for e in ctx.kinds(K.MEMBER_REMOVED) if e["member_id"] == old_id]
+        assert removed and removed[0]["reason"] == "static_replace"
