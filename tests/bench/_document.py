@@ -21,8 +21,17 @@ def header(benchmark: str, started: float, args: argparse.Namespace) -> dict[str
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "load_average_start": os.getloadavg()[0],
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": {k: _plain(v) for k, v in vars(args).items()},
     }
+
+
+def _plain(value: object) -> object:
+    """An argument as JSON holds it: paths (alone or in a list) as strings."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def write(path: Path, document: dict[str, Any], root: Path) -> None:

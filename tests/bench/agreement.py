@@ -18,6 +18,13 @@ Usage::
 
     .venv/bin/python tests/bench/agreement.py --real runs/headline-small \\
         --sim runs/headline-small-sim [--analyse] [--out DIR]
+
+One side may be several experiment directories of the same scenario (e.g. the
+0.8 consumer run at time scale 2.0 apart from the modern protocols at 1.0, as
+``agreement-large`` was)::
+
+    .venv/bin/python tests/bench/agreement.py --real runs/large-modern runs/large-legacy \\
+        --sim runs/headline-sim/large --name agreement-large
 """
 
 from __future__ import annotations
