@@ -121,6 +121,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Self
 
 from emulator.events import EventKind, format_partitions, format_topics
 from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, kafka_version_at_least
@@ -577,7 +578,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         node_id: int = 0,
         assignor_lookup: Callable[[str], ServerAssignor] | None = None,
         internal_topics: Mapping[str, int] | None = None,
-    ) -> ConsumerGroupCoordinator:
+    ) -> Self:
         """A coordinator with the broker's ``group.consumer.*`` settings.
 
         Args:
@@ -848,6 +849,41 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 subscribed_topic_regex=regex,
             )
         )
+        updated = self._subscribe_and_reconcile(member, updated, owned, out)
+        self._schedule("session", updated.member_id, self.session_timeout_ms)
+
+        full = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
+        assignment = None
+        if full or updated.assigned != member.assigned:
+            assignment = tuple(sorted(updated.assigned))
+        return ConsumerGroupHeartbeatResponse(
+            req.corr,
+            member_id=updated.member_id,
+            member_epoch=updated.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    def _subscribe_and_reconcile(
+        self,
+        member: GroupMember,
+        updated: GroupMember,
+        owned: frozenset[TopicPartition] | None,
+        out: list[Output],
+    ) -> GroupMember:
+        """What ``consumerGroupHeartbeat`` and ``classicGroupJoinToConsumerGroup`` do once
+        the member is found and its request applied (``updated``): bump the group epoch
+        on a subscription change, recompute the target assignment if due, and reconcile
+        this member against the partitions it reports as ``owned``.
+
+        Returns:
+            The member as it is now in the group.
+        """
+        # 1. A subscription change bumps the group epoch.
         subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         bump = self.group_epoch == 0 or subscription_changed
         if updated.subscribed_topic_regex != member.subscribed_topic_regex or (
@@ -903,23 +939,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                     )
                 else:
                     self._cancel("rebalance", updated.member_id)
-        self._schedule("session", updated.member_id, self.session_timeout_ms)
-
-        full = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
-            req.rebalance_timeout_ms != -1
-            and req.subscribed_topic_names is not None
-            and req.topic_partitions is not None
-        )
-        assignment = None
-        if full or updated.assigned != member.assigned:
-            assignment = tuple(sorted(updated.assigned))
-        return ConsumerGroupHeartbeatResponse(
-            req.corr,
-            member_id=updated.member_id,
-            member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
-            assignment=assignment,
-        )
+        return updated
 
     def _validate(self, req: ConsumerGroupHeartbeatRequest) -> None:
         """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (v0: server-side member ids).
@@ -988,10 +1008,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         member = self.members.get(member_id)
         if member is None:
             if not create:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {self.group_id}.",
-                )
+                self._known_member(member_id)  # raises UNKNOWN_MEMBER_ID
             return GroupMember(member_id), "new"
         self._check_epoch(member, epoch, owned)
         return member, "rejoin" if create else None
@@ -1028,37 +1045,55 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                     f"group because the instance id is owned by {existing.member_id} member.",
                 )
             # Replace the member that left temporarily (or, from 4.0, the classic
-            # member this one was before it switched protocol): same state,
-            # assignment and target, under the new member id, at epoch 0.
-            new = replace(
-                existing,
+            # member this one was before it switched protocol).
+            return self._replace_static(existing, member_id, None, out), None
+        existing = self._static_holder(member_id, instance_id)
+        self._check_epoch(existing, epoch, owned)
+        return existing, None
+
+    def _replace_static(
+        self,
+        existing: GroupMember,
+        member_id: str,
+        classic: ClassicMemberMetadata | None,
+        out: list[Output],
+        **joined: object,
+    ) -> GroupMember:
+        """``replaceMember``: ``existing``'s state, assignment and target under
+        ``member_id`` at epoch 0, speaking the protocol ``classic`` says (None: ``consumer``);
+        ``joined``: more fields of its MEMBER_JOINED event."""
+        instance_id = existing.instance_id
+        new = replace(
+            existing, member_id=member_id, member_epoch=0, previous_member_epoch=0, classic=classic
+        )
+        self._remove_member(existing)
+        target = self.target_assignment.pop(existing.member_id, None)
+        if target is not None:
+            self.target_assignment[member_id] = target
+        self._put_member(new)
+        out.append(
+            self._emit(
+                EventKind.MEMBER_REMOVED,
+                member_id=existing.member_id,
+                reason="static_replace",
+                detail=f"instance_id={instance_id} replaced_by={member_id}",
+            )
+        )
+        out.append(
+            self._emit(
+                EventKind.MEMBER_JOINED,
                 member_id=member_id,
-                member_epoch=0,
-                previous_member_epoch=0,
-                classic=None,
+                reason="static_replace",
+                **joined,
+                detail=f"instance_id={instance_id} replaces={existing.member_id}",
             )
-            self._remove_member(existing)
-            target = self.target_assignment.pop(existing.member_id, None)
-            if target is not None:
-                self.target_assignment[member_id] = target
-            self._put_member(new)
-            out.append(
-                self._emit(
-                    EventKind.MEMBER_REMOVED,
-                    member_id=existing.member_id,
-                    reason="static_replace",
-                    detail=f"instance_id={instance_id} replaced_by={member_id}",
-                )
-            )
-            out.append(
-                self._emit(
-                    EventKind.MEMBER_JOINED,
-                    member_id=member_id,
-                    reason="static_replace",
-                    detail=f"instance_id={instance_id} replaces={existing.member_id}",
-                )
-            )
-            return new, None
+        )
+        return new
+
+    def _static_holder(self, member_id: str, instance_id: str) -> GroupMember:
+        """``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``: the member
+        holding ``instance_id``, which must be ``member_id``."""
+        existing = self.member_by_instance(instance_id)
         if existing is None:
             raise ProtocolError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -1067,8 +1102,17 @@ class ConsumerGroupCoordinator(GroupCoordinator):
                 f"Static member {member_id} with instance id {instance_id} was fenced by "
                 f"member {existing.member_id}.",
             )
-        self._check_epoch(existing, epoch, owned)
-        return existing, None
+        return existing
+
+    def _known_member(self, member_id: str) -> GroupMember:
+        """The member ``member_id`` (UNKNOWN_MEMBER_ID when the group has none)."""
+        member = self.members.get(member_id)
+        if member is None:
+            raise ProtocolError(
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {self.group_id}.",
+            )
+        return member
 
     @staticmethod
     def _check_epoch(
@@ -1101,25 +1145,9 @@ class ConsumerGroupCoordinator(GroupCoordinator):
     ) -> ConsumerGroupHeartbeatResponse:
         """``consumerGroupLeave``: -1 fences the member; -2 parks a static member."""
         if req.instance_id is None:
-            member = self.members.get(req.member_id)
-            if member is None:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {self.group_id}.",
-                )
-            self._fence(member, "leave", out)
+            self._fence(self._known_member(req.member_id), "leave", out)
         else:
-            member = self.member_by_instance(req.instance_id)
-            if member is None:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
-                )
-            if member.member_id != req.member_id:
-                raise ProtocolError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {req.member_id} with instance id {req.instance_id} was "
-                    f"fenced by member {member.member_id}.",
-                )
+            member = self._static_holder(req.member_id, req.instance_id)
             if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # consumerGroupStaticMemberGroupLeave: keep it (and its
                 # partitions) at epoch -2 until its session expires.
@@ -1143,13 +1171,7 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         """``OffsetMetadataManager.commitOffset`` with ``ConsumerGroup.validateOffsetCommit``."""
         epoch = req.generation_id_or_member_epoch
         if not (epoch < 0 and not self.members):
-            member = self.members.get(req.member_id)
-            if member is None:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {self.group_id}.",
-                )
-            self._validate_member_epoch(member, epoch)
+            self._validate_member_epoch(self._known_member(req.member_id), epoch)
         for tp, offset in sorted(req.offsets.items()):
             self.committed[tp] = offset
         return OffsetCommitResponse(
@@ -1473,14 +1495,16 @@ class ConsumerGroupCoordinator(GroupCoordinator):
         self.target_assignment.pop(member.member_id, None)
         self.subscription_metadata = self._subscription_metadata()
         self.group_epoch += 1
-        out.append(
-            self._emit(
-                EventKind.MEMBER_REMOVED,
-                member_id=member.member_id,
-                reason=reason,
-                generation=member.member_epoch,
-                partitions=format_partitions(member.assigned | member.pending_revocation),
-            )
+        out.append(self.removal_event(member, reason))
+
+    def removal_event(self, member: GroupMember, reason: str) -> Emit:
+        """MEMBER_REMOVED of ``member``: why, its epoch, and what it held."""
+        return self._emit(
+            EventKind.MEMBER_REMOVED,
+            member_id=member.member_id,
+            reason=reason,
+            generation=member.member_epoch,
+            partitions=format_partitions(member.assigned | member.pending_revocation),
         )
 
     def _subscription_metadata(

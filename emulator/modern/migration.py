@@ -66,7 +66,7 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
-from emulator.events import EventKind, format_partitions
+from emulator.events import EventKind
 from emulator.kafka_keys import kafka_version_at_least
 from emulator.modern.classic_coordinator import (
     ClassicGroupCoordinator,
@@ -159,8 +159,6 @@ class MigratingGroupCoordinator(GroupCoordinator):
         self.group: Group = (
             new_classic(committed) if initial == "classic" else self._consumer(committed)
         )
-        #: Conversions so far: (emulated ms, direction, reason).
-        self.conversions: list[tuple[float, str, str]] = []
 
     # ------------------------------------------------------------- the protocol
 
@@ -176,9 +174,8 @@ class MigratingGroupCoordinator(GroupCoordinator):
             if refused is not None:
                 return [ConsumerGroupHeartbeatResponse(request.corr, refused), *out]
         elif isinstance(request, JoinGroupRequest) and isinstance(group, MixedGroupCoordinator):
-            never_used = not group.members and group.group_epoch == 0
-            if never_used or (self.migration and not group.members):
-                self._replace(now_ms, "classic", request, out)
+            if not _exists(group) or (self.migration and not group.members):
+                self._replace("classic", request, out)
             elif not self.migration:  # K@3.7.0 GMM 624: "not a classic group"
                 return [JoinGroupResponse(request.corr, Errors.GROUP_ID_NOT_FOUND)]
         out = self.group.handle(now_ms, request, client_id=client_id) + out
@@ -218,8 +215,8 @@ class MigratingGroupCoordinator(GroupCoordinator):
         group now, else the error that refuses it."""
         joining = request.member_epoch == 0
         empty = classic.state is GroupState.EMPTY
-        if not classic.exists or (self.migration and joining and empty):
-            self._replace(now_ms, "consumer", request, out)
+        if not _exists(classic) or (self.migration and joining and empty):
+            self._replace("consumer", request, out)
             return None
         if not (self.migration and joining) or not self.validate_online_upgrade(classic):
             return Errors.GROUP_ID_NOT_FOUND  # K@3.9 GMM 790: "not a consumer group"
@@ -275,7 +272,6 @@ class MigratingGroupCoordinator(GroupCoordinator):
         self.group = consumer
         out.append(
             self._converted(
-                now_ms,
                 "upgrade",
                 "consumer_member_joined",
                 "online",
@@ -314,21 +310,9 @@ class MigratingGroupCoordinator(GroupCoordinator):
                     ),
                 )
             )
-        out.append(
-            Emit(
-                EventKind.MEMBER_REMOVED,
-                {
-                    "group": self.group_id,
-                    "member_id": fenced.member_id,
-                    "reason": reason,
-                    "generation": fenced.member_epoch,
-                    "partitions": format_partitions(fenced.assigned | fenced.pending_revocation),
-                },
-            )
-        )
+        out.append(group.removal_event(fenced, reason))
         out.append(
             self._converted(
-                now_ms,
                 "downgrade",
                 reason,
                 "online",
@@ -356,16 +340,10 @@ class MigratingGroupCoordinator(GroupCoordinator):
         consumer.classic_max_size = self.classic_max_size
         return consumer
 
-    def _replace(
-        self, now_ms: float, kind: str, request: GroupRequest, out: list[CoordinatorOutput]
-    ) -> None:
+    def _replace(self, kind: str, request: GroupRequest, out: list[CoordinatorOutput]) -> None:
         """An empty group of the other kind is deleted and a new one made (offline migration)."""
         old = self.group
-        used = (
-            old.exists
-            if isinstance(old, ClassicGroupCoordinator)
-            else bool(old.members) or old.group_epoch > 0
-        )
+        used = _exists(old)
         committed = old.committed_offsets()
         new: Group = (
             self._new_classic(committed) if kind == "classic" else self._consumer(committed)
@@ -374,11 +352,10 @@ class MigratingGroupCoordinator(GroupCoordinator):
         if used:
             member = getattr(request, "member_id", None) or None
             direction = "upgrade" if kind == "consumer" else "downgrade"
-            out.append(self._converted(now_ms, direction, "empty_group", "offline", 0, 0, member))
+            out.append(self._converted(direction, "empty_group", "offline", 0, 0, member))
 
     def _converted(
         self,
-        now_ms: float,
         direction: str,
         reason: str,
         how: str,
@@ -386,7 +363,6 @@ class MigratingGroupCoordinator(GroupCoordinator):
         count: int,
         member_id: str | None,
     ) -> Emit:
-        self.conversions.append((now_ms, direction, reason))
         fields: dict[str, object] = {
             "group": self.group_id,
             "direction": direction,
@@ -398,3 +374,11 @@ class MigratingGroupCoordinator(GroupCoordinator):
         if member_id:
             fields["member_id"] = member_id
         return Emit(EventKind.GROUP_CONVERTED, fields)
+
+
+def _exists(group: Group) -> bool:
+    """Whether Kafka's groups map holds the group: a request made it (a classic group
+    that was joined; a consumer group with members or a group epoch)."""
+    if isinstance(group, ClassicGroupCoordinator):
+        return group.exists
+    return bool(group.members) or group.group_epoch > 0

@@ -56,8 +56,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any, Self
 
-from emulator.events import EventKind, format_partitions
+from emulator.events import EventKind
 from emulator.modern.config import GroupCoordinatorConfig
 from emulator.modern.consumer_coordinator import (
     ClassicMemberMetadata,
@@ -67,7 +68,6 @@ from emulator.modern.consumer_coordinator import (
     Output,
     ProtocolError,
     make_consumer_coordinator,
-    reconcile,
 )
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -104,6 +104,14 @@ class MixedGroupCoordinator(ConsumerGroupCoordinator):
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
 
+    @classmethod
+    def from_config(cls, group_id: str, config: GroupCoordinatorConfig, **kwargs: Any) -> Self:
+        """:meth:`ConsumerGroupCoordinator.from_config`, with the JoinGroup session bounds."""
+        coord = super().from_config(group_id, config, **kwargs)
+        coord.min_session_timeout_ms = config.group_min_session_timeout_ms
+        coord.max_session_timeout_ms = config.group_max_session_timeout_ms
+        return coord
+
     @property
     def topics_image(self) -> Mapping[str, int]:
         """The metadata image's topics (partition counts)."""
@@ -124,11 +132,6 @@ class MixedGroupCoordinator(ConsumerGroupCoordinator):
         self.target_assignment[member.member_id] = member.assigned
         self._put_member(member)
         self._classic_session(member)
-
-    @property
-    def classic_members(self) -> int:
-        """``numClassicProtocolMembers``."""
-        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
 
     def _serve(self, request: GroupRequest, out: list[Output]) -> GroupResponse:
         if isinstance(request, JoinGroupRequest):
@@ -208,41 +211,9 @@ class MixedGroupCoordinator(ConsumerGroupCoordinator):
                     member_protocol=CLASSIC,
                 )
             )
-        subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        bump = self.group_epoch == 0 or subscription_changed
-        if member.subscribed_topic_regex is not None or self._regex_subscribers:
-            bump = self._maybe_update_regexes(member, updated) or bump
-        if bump or self._metadata_expired:
-            metadata = self._subscription_metadata(replacing=(member.member_id, updated))
-            if metadata != self.subscription_metadata:
-                bump = True
-                self.subscription_metadata = metadata
-            self._metadata_expired = False
-            if bump:
-                self.group_epoch += 1
-        self._put_member(updated)
-        if (
-            self.group_epoch > self.assignment_epoch
-            and self._now - self._last_assignment_ms >= self.assignment_interval_ms
-        ):
-            self._update_target_assignment(self.group_epoch, out)
-        target = self.target_assignment.get(member_id, frozenset())
-        if not updated.is_reconciled_to(self.assignment_epoch) or subscription_changed:
-            # maybeReconcile with the subscription's ownedPartitions as the owned set.
-            reconciled = reconcile(
-                updated,
-                target_epoch=self.assignment_epoch,
-                target=target,
-                partition_epoch=self._partition_epoch,
-                owned=frozenset(subscription.owned_partitions),
-                subscribed_topics=frozenset(
-                    t for t in self._member_topics(updated) if self._exists(t)
-                ),
-                has_subscription_changed=subscription_changed,
-            )
-            if reconciled != updated:
-                self._put_member(reconciled)
-                updated = reconciled
+        # maybeReconcile with the subscription's ownedPartitions as the owned set.
+        owned = frozenset(subscription.owned_partitions)
+        updated = self._subscribe_and_reconcile(member, updated, owned, out)
         # On the records' commit: join timer off, session and sync timers on.
         self._cancel("join", member_id)
         self._schedule("session", member_id, req.session_timeout_ms)
@@ -288,67 +259,22 @@ class MixedGroupCoordinator(ConsumerGroupCoordinator):
         if unknown:
             if existing is None:
                 return GroupMember(member_id, instance_id=instance_id), "new"
-            # The instance id's holder is replaced at once, whatever its protocol:
-            # same assignment and target, new member id, epoch 0.
-            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-            self._remove_member(existing)
-            target = self.target_assignment.pop(existing.member_id, None)
-            if target is not None:
-                self.target_assignment[member_id] = target
-            self._put_member(new)
-            out.append(
-                self._emit(
-                    EventKind.MEMBER_REMOVED,
-                    member_id=existing.member_id,
-                    reason="static_replace",
-                    detail=f"instance_id={instance_id} replaced_by={member_id}",
-                )
-            )
-            out.append(
-                self._emit(
-                    EventKind.MEMBER_JOINED,
-                    member_id=member_id,
-                    reason="static_replace",
-                    member_protocol=CLASSIC,
-                    detail=f"instance_id={instance_id} replaces={existing.member_id}",
-                )
+            # The instance id's holder is replaced at once, whatever its protocol (the
+            # join then gives the new member its classic metadata).
+            new = self._replace_static(
+                existing, member_id, existing.classic, out, member_protocol=CLASSIC
             )
             return new, None
-        if existing is None:
-            raise ProtocolError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise ProtocolError(
-                Errors.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by "
-                f"member {existing.member_id}.",
-            )
-        return existing, "rejoin"
+        return self._static_holder(member_id, instance_id), "rejoin"
 
     # ------------------------------------------------------- Sync and Heartbeat
 
     def _classic_member_of(self, member_id: str, instance_id: str | None) -> GroupMember:
         """``validateConsumerGroupMember`` then ``throwIfMemberDoesNotUseClassicProtocol``."""
-        member = self.members.get(member_id)
         if instance_id is None:
-            if member is None:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {self.group_id}.",
-                )
+            member = self._known_member(member_id)
         else:
-            existing = self.member_by_instance(instance_id)
-            if existing is None:
-                raise ProtocolError(
-                    Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown."
-                )
-            if existing.member_id != member_id:
-                raise ProtocolError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by "
-                    f"member {existing.member_id}.",
-                )
-            member = existing
-        assert member is not None
+            member = self._static_holder(member_id, instance_id)
         if not member.uses_classic_protocol:
             raise ProtocolError(
                 Errors.UNKNOWN_MEMBER_ID,
@@ -455,15 +381,7 @@ class MixedGroupCoordinator(ConsumerGroupCoordinator):
             self.target_assignment.pop(member.member_id, None)
             removed.append(member)
             results.append((member_id, instance_id, Errors.NONE))
-            out.append(
-                self._emit(
-                    EventKind.MEMBER_REMOVED,
-                    member_id=member.member_id,
-                    reason="leave",
-                    generation=member.member_epoch,
-                    partitions=format_partitions(member.assigned | member.pending_revocation),
-                )
-            )
+            out.append(self.removal_event(member, "leave"))
         if removed:
             self.subscription_metadata = self._subscription_metadata()
             self.group_epoch += 1
@@ -488,7 +406,4 @@ def make_mixed_coordinator(
         group_id, props, rng, broker_id, partitions_per_topic, MixedGroupCoordinator
     )
     assert isinstance(coord, MixedGroupCoordinator)
-    config = GroupCoordinatorConfig.from_kafka(props)
-    coord.min_session_timeout_ms = config.group_min_session_timeout_ms
-    coord.max_session_timeout_ms = config.group_max_session_timeout_ms
     return coord
