@@ -132,7 +132,14 @@ class BrokerCore(Locatable):
                 offsets_leaders = {p: b for (t, p), b in ctx.leaders.items() if t == OFFSETS_TOPIC}
             if offsets_leaders:
                 make = self.io.coordinator_factory or make_coordinator_factory
-                factory = make(ctx.protocol, dict(ctx.kafka), broker_id, ctx.seed, counts)
+                factory = make(
+                    ctx.protocol,
+                    dict(ctx.kafka),
+                    broker_id,
+                    ctx.seed,
+                    counts,
+                    mixed_protocols=ctx.mixed_protocols,
+                )
                 coordinators = CoordinatorHost(
                     broker_id, offsets_leaders, factory, self._emit_group
                 )

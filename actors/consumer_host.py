@@ -33,6 +33,7 @@ from emulator.host.modern_shell import ModernShell
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
 from emulator.protocols import spec as protocol_spec
+from emulator.scenario.faults import switched_protocol
 from emulator.topic_regex import WHITELIST, FilterKind
 
 if TYPE_CHECKING:
@@ -505,6 +506,35 @@ class ConsumerHostCore(Locatable):
             static=self.ctx.static_membership and self.core.spec.has_coordinator,
         )
         self._spawn(self._restart(name, spec, downtime_ms, "restart"))
+        return True
+
+    async def upgrade(self, name: str, downtime_ms: float, to: str) -> bool:
+        """A :meth:`restart` whose new member speaks the group protocol ``to`` (online migration).
+
+        ``to`` is ``consumer`` (``group.protocol=consumer``) or ``classic``: the
+        run's classic protocol, or, in a ``consumer`` run, the Java client's
+        default assignors (range first: eager). The new member keeps its name
+        and, when static, its ``group.instance.id``; later restarts keep its
+        protocol. Returns as soon as the switch is under way; FAULT_CLEARED
+        (reason ``upgrade``) marks the new start.
+        """
+        spec = self.specs.get(name)
+        if name not in self.members or spec is None or downtime_ms < 0:
+            return False
+        if not self.core.spec.has_coordinator:
+            return False  # the plan skips it under 0.8 (faults.applicability)
+        run = self.core.config.protocol
+        protocol = switched_protocol(run, to)
+        self.core.fault(
+            "upgrade",
+            name,
+            downtime_ms,
+            downtime_ms=downtime_ms,
+            to=protocol,
+            static=self.ctx.static_membership,
+        )
+        new = replace(spec, protocol=None if protocol == run else protocol)
+        self._spawn(self._restart(name, new, downtime_ms, "upgrade"))
         return True
 
     async def _restart(self, name: str, spec: MemberSpec, downtime_ms: float, kind: str) -> None:

@@ -82,6 +82,9 @@ class RunContext:
     # [group].topic_pattern: the group subscribes by pattern (its clients' metadata
     # requests then name no topic to create).
     topic_pattern: str | None = None
+    # The run's members switch group protocol (an ``upgrade`` action): brokers host
+    # groups that convert between classic and consumer (online migration).
+    mixed_protocols: bool = False
     storage_mode: str = "local"
     events_url: str = ""
     spool_root: str = ""

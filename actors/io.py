@@ -79,6 +79,8 @@ class MakeCoordinatorFactory(Protocol):
         broker_id: int,
         seed: int,
         partitions_per_topic: dict[str, int],
+        *,
+        mixed_protocols: bool = False,
     ) -> CoordinatorFactory:
         """The factory ``(group_id, committed) -> coordinator`` of ``broker_id``.
 

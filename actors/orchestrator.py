@@ -48,6 +48,7 @@ from emulator.host.core import MemberSpec
 from emulator.kafka_keys import kafka_version_at_least
 from emulator.protocols import RUN_PROTOCOLS, assignor_for, spec
 from emulator.scenario import Scenario
+from emulator.scenario.faults import switched_protocol
 from emulator.sim.monitor import StopSimulation
 from emulator.storage import Location, StorageError, resolve
 from emulator.summary import RunSummary, summarize
@@ -161,6 +162,10 @@ class ProtocolRun:
             note = "static membership does not exist in the 0.8 consumer: ignored"
             if note not in self.notes:
                 self.notes.append(note)
+        if sc.group.mixed_to is not None and generation == "zookeeper":
+            note = "the 0.8 consumer has no group protocol to mix: [group].mixed ignored"
+            if note not in self.notes:
+                self.notes.append(note)
         if sc.group.rebalance_listener != "none" and generation == "zookeeper":
             note = "the 0.8.2 consumer has no rebalance listener: rebalance_listener ignored"
             if note not in self.notes:
@@ -203,6 +208,11 @@ class ProtocolRun:
             manual_commit=sc.group.manual_commit,
             rebalance_listener=self.delivery_mode().rebalance_listener,
             topic_pattern=sc.group.topic_pattern,
+            mixed_protocols=generation != "zookeeper"
+            and (
+                sc.group.mixed_to is not None
+                or any(a.action == "upgrade" for a in sc.action_plan())
+            ),
             validate_events=self.validate_events,
             storage_mode=self.storage.mode,
             events_url=self.storage.events_url(self.protocol),
@@ -650,6 +660,7 @@ class ProtocolRun:
                 topic_pattern=self.scenario.group.topic_pattern,
                 topic_filter=self.scenario.group.topic_filter,
                 pattern_streams=self.scenario.group.streams_per_consumer,
+                protocol=self._start_protocol(name),
             )
             if self.member_host[name] in self.dead_hosts:
                 continue  # its host is gone (a lost node): it cannot start
@@ -658,6 +669,17 @@ class ProtocolRun:
         self.gather(
             {h: self.hosts[h].add_consumers.remote(specs) for h, specs in by_host.items()}, 300
         )
+
+    def _start_protocol(self, name: str) -> str | None:
+        """The protocol ``name`` starts on when the group starts mixed (``[group].mixed``);
+        ``None``: the run's."""
+        group = self.scenario.group
+        if group.mixed_to is None or name not in group.mixed_members:
+            return None
+        if spec(self.protocol).generation == "zookeeper":
+            return None  # noted in the manifest
+        protocol = switched_protocol(self.protocol, group.mixed_to)
+        return None if protocol == self.protocol else protocol
 
     def gather(self, calls: dict[int, Any], timeout: float) -> dict[int, Any]:
         """Results of one call per consumer host; a host found dead is recorded as lost.

@@ -97,7 +97,17 @@ NOT_CARRIED_OUT: Final[frozenset[str]] = frozenset()
 """Planned actions the scenario accepts and the cluster does not carry out yet (none)."""
 
 HOST_RECORDED: Final = frozenset(
-    {"join", "leave", "crash", "pause", "slow", "network_partition", "restart", "subscribe"}
+    {
+        "join",
+        "leave",
+        "crash",
+        "pause",
+        "slow",
+        "network_partition",
+        "restart",
+        "upgrade",
+        "subscribe",
+    }
 )
 """Actions a consumer host carries out and records per member (the orchestrator
 records the timeline action as ``ACTION_APPLIED``)."""
@@ -252,6 +262,9 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     ),
     "restart": _per_member(
         lambda h, name, a: h.restart.remote(name, _ms(a.downtime_s)), gone=False
+    ),
+    "upgrade": _per_member(
+        lambda h, name, a: h.upgrade.remote(name, _ms(a.downtime_s), _given(a.to)), gone=False
     ),
     "network_partition": _per_host(
         lambda h, names, a: h.partition.remote(names, a.target, _ms(a.duration_s))

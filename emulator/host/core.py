@@ -58,11 +58,12 @@ from emulator.events import EventKind
 from emulator.host.fetch_client import FetchCall, FetchSessionClient, Leaders
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
-from emulator.host.shell import MemberShell, TopicPartition
+from emulator.host.shell import EmitFn, MemberShell, TopicPartition
 from emulator.legacy.wildcard import WildcardSubscription
 from emulator.modern.machine import MemberMachine, make_member_machine
 from emulator.modern.messages import GroupRequest, GroupResponse, RequestMetadata
 from emulator.protocols import ProtocolSpec, spec
+from emulator.protocols import spec as spec_of
 from emulator.settings import RunSettings
 from emulator.topic_regex import WHITELIST, FilterKind, TopicFilter
 
@@ -96,6 +97,9 @@ class MemberSpec:
         topic_filter: the 0.8 filter kind, ``whitelist`` or ``blacklist``.
         pattern_streams: ``numStreams`` of a subscription by pattern (it has
             no topic to read it from when the pattern selects none).
+        protocol: the group protocol this member speaks when an ``upgrade``
+            switched it from the run's (``consumer``, or a classic run protocol);
+            ``None``: the run's.
     """
 
     name: str
@@ -108,6 +112,7 @@ class MemberSpec:
     topic_pattern: str | None = None
     topic_filter: FilterKind = WHITELIST
     pattern_streams: int = 1
+    protocol: str | None = None
 
     def legacy_subscription(self) -> dict[str, int] | WildcardSubscription:
         """What a 0.8 consumer subscribes with.
@@ -389,14 +394,15 @@ class HostCore:
             spec: the member.
             broker_ids: the brokers (its bootstrap list, in order).
         """
+        protocol, assignor = self.member_protocol(spec)
         machine = make_member_machine(
-            self.config.protocol,
+            protocol,
             name=spec.name,
             group=self.config.group,
             topics=sorted(spec.subscription),
             kafka=dict(self.config.kafka),
             partitions_per_topic=dict(self.partitions_per_topic),
-            assignor=self.config.assignor,
+            assignor=assignor,
             static=self.config.static_membership,
             # A restarted member gets a fresh range, so a late answer to its
             # predecessor's request can never match one of its own.
@@ -406,6 +412,23 @@ class HostCore:
             topic_pattern=spec.topic_pattern,
         )
         return self.attach_modern(spec, machine, broker_ids)
+
+    def member_protocol(self, spec: MemberSpec) -> tuple[str, str | None]:
+        """The run protocol ``spec``'s member speaks and its assignor.
+
+        A member an ``upgrade`` switched to the other generation has no assignor
+        of the run's: a ``consumer`` member lets the coordinator choose
+        (``group.consumer.assignors``' first, no ``group.remote.assignor``), a
+        classic one takes the Java client's default ``partition.assignment.strategy``
+        (range first, then cooperative-sticky: eager, K@3.9 ``ConsumerConfig``).
+        """
+        run = self.config.protocol
+        protocol = spec.protocol or run
+        if spec_of(protocol).generation == spec_of(run).generation:
+            return protocol, self.config.assignor
+        if spec_of(protocol).generation == "consumer":
+            return protocol, None
+        return protocol, "range"
 
     def attach_modern(
         self, spec: MemberSpec, machine: MemberMachine, broker_ids: Sequence[int]
@@ -420,7 +443,14 @@ class HostCore:
             self._outbox[broker].append(req)
             self._awaiting[req.corr] = (broker, b[0])
 
-        member = ModernShell(spec.name, machine, self.emit, self.now_ms, send, spec.bootstrap)
+        emit: EmitFn = self.emit
+        if spec.protocol is not None:
+            speaks = spec_of(spec.protocol).generation
+
+            def emit(kind: EventKind, /, **fields: object) -> None:
+                self.emit(kind, member_protocol=speaks, **fields)
+
+        member = ModernShell(spec.name, machine, emit, self.now_ms, send, spec.bootstrap)
         member.manual_commit = self.config.manual_commit
         member.broker_ids = tuple(sorted(broker_ids))
         box.append(member)

@@ -492,6 +492,10 @@ class Kip848ConsumerConfig:
 # ------------------------------------------------------------------------ broker
 
 
+MIGRATION_SINCE: Final = (3, 8)
+"""The first release with online migration between classic and consumer groups
+(KAFKA-16294 and the paths after it; ``group.consumer.migration.policy``)."""
+
 MIGRATION_POLICIES: Final = ("disabled", "upgrade", "downgrade", "bidirectional")
 """``ConsumerGroupMigrationPolicy`` values (parsed case-insensitively, as Kafka does)."""
 

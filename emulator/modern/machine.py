@@ -166,7 +166,7 @@ def make_member_machine(
     topics: list[str],
     kafka: Mapping[str, object],
     partitions_per_topic: dict[str, int],
-    assignor: str,
+    assignor: str | None,
     static: bool,
     corr_start: int,
     seed: int | None = None,
@@ -182,7 +182,9 @@ def make_member_machine(
         topics: the subscription.
         kafka: the scenario's Kafka settings by Kafka name.
         partitions_per_topic: the partition counts it starts with (classic).
-        assignor: the client-side (classic) or server-side (KIP-848) assignor.
+        assignor: the client-side (classic; ``None``: the Java client's default,
+            range then cooperative-sticky) or server-side (KIP-848; ``None``: the
+            coordinator's choice) assignor.
         static: give it a ``group.instance.id``.
         corr_start: the correlation id before its first request.
         seed: the scenario's seed (KIP-848 retry jitter).
@@ -201,7 +203,7 @@ def make_member_machine(
         props["group.instance.id"] = f"{group}-{name}"
     props.setdefault("client.id", name)
     if spec(protocol).generation == "classic":
-        props["partition.assignment.strategy"] = assignor
+        props["partition.assignment.strategy"] = assignor or "range,cooperative-sticky"
         cfg = ClassicConsumerConfig.from_kafka(props)
         return ClassicMember(
             member=name,

@@ -73,6 +73,7 @@ from emulator.modern.classic_coordinator import (
     GroupState,
     MemberMetadata,
 )
+from emulator.modern.config import MIGRATION_SINCE
 from emulator.modern.consumer_coordinator import ClassicMemberMetadata, GroupMember, MemberState
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
 from emulator.modern.errors import Errors
@@ -87,9 +88,6 @@ from emulator.modern.messages import (
     TopicPartition,
 )
 from emulator.modern.mixed_group import CONSUMER_PROTOCOL_TYPE, MixedGroupCoordinator
-
-MIGRATION_SINCE: Final = (3, 8)
-"""The release with online migration (KAFKA-16294 and the paths after it)."""
 
 EMPTY_ASSIGNMENT_UPGRADE_SINCE: Final = (4, 0)
 """KAFKA-17733: a member that never synced no longer fails an upgrade."""

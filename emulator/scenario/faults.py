@@ -14,6 +14,10 @@ Planned actions (:data:`ACTIONS`):
 * ``restart``: one member shuts down gracefully and starts again with the same
   name after ``downtime_s`` (so the same ``group.instance.id`` under static
   membership). A rolling restart is one ``restart`` per member.
+* ``upgrade``: a ``restart`` whose new member speaks another group protocol,
+  ``to`` (``consumer``, or ``classic``: the run's classic protocol, else Kafka's
+  default classic assignors): the rolling switch of ``group.protocol`` of an
+  online migration (KIP-848, Kafka 3.8+).
 * ``pause``: a process pause (a long GC) of one member for ``duration_s``:
   nothing runs, no heartbeat, no ZooKeeper ping; it resumes where it was.
 * ``slow``: one member takes ``processing_ms_per_message`` per message for
@@ -56,8 +60,10 @@ __all__ = [
     "MEMBERSHIP_ACTIONS",
     "PARTITION_TARGETS",
     "TIMED_ACTIONS",
+    "UPGRADE_TARGETS",
     "PlannedAction",
     "applicability",
+    "switched_protocol",
 ]
 
 MEMBERSHIP_ACTIONS: Final = ("join", "leave", "crash")
@@ -65,6 +71,7 @@ MEMBERSHIP_ACTIONS: Final = ("join", "leave", "crash")
 
 FAULT_ACTIONS: Final = (
     "restart",
+    "upgrade",
     "pause",
     "slow",
     "network_partition",
@@ -88,6 +95,22 @@ TIMED_ACTIONS: Final = ("pause", "slow", "network_partition")
 
 PARTITION_TARGETS: Final = ("zookeeper", "coordinator", "brokers")
 """What a ``network_partition`` cuts its members off from."""
+
+UPGRADE_TARGETS: Final = ("consumer", "classic")
+"""The group protocols an ``upgrade`` switches a member to (``group.protocol``)."""
+
+
+def switched_protocol(run_protocol: str, to: str) -> str:
+    """The run protocol a member switched ``to`` (:data:`UPGRADE_TARGETS`) speaks.
+
+    ``consumer`` is KIP-848's protocol. ``classic`` is the run's protocol in a
+    classic run; in a ``consumer`` run, a member switched back to
+    ``group.protocol=classic`` with the Java client's default
+    ``partition.assignment.strategy`` (range first: eager), ``classic-eager``.
+    """
+    if to == "consumer":
+        return "consumer"
+    return run_protocol if spec(run_protocol).generation == "classic" else "classic-eager"
 
 
 @dataclass(frozen=True)
@@ -113,8 +136,10 @@ class PlannedAction:
         topic_pattern: a subscription by pattern (subscribe), as written.
         topic_filter: its 0.8 filter kind, ``whitelist`` or ``blacklist`` (subscribe).
         processing_ms_per_message: the slowed processing cost (slow).
-        downtime_s: emulated seconds between the shutdown and the start (restart).
+        downtime_s: emulated seconds between the shutdown and the start (restart,
+            upgrade).
         event_index: the ``[[timeline]]`` entry it comes from (file order, from 0).
+        to: the group protocol the member speaks after an upgrade (:data:`UPGRADE_TARGETS`).
     """
 
     at_s: float
@@ -134,6 +159,7 @@ class PlannedAction:
     replication_factor: int | None = None
     topic_pattern: str | None = None
     topic_filter: str | None = None
+    to: str | None = None
 
     def params(self) -> dict[str, object]:
         """The action's parameters as a JSON-able dict, for an event's detail.
@@ -157,11 +183,12 @@ class PlannedAction:
             "replication_factor": self.replication_factor,
             "topic_pattern": self.topic_pattern,
             "topic_filter": self.topic_filter,
+            "to": self.to,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         if self.topics or self.topic_pattern is not None:
             out["topics"] = list(self.topics)  # a pattern's match may be empty
-        if self.action == "restart" or self.downtime_s != 0.0:
+        if self.action in ("restart", "upgrade") or self.downtime_s != 0.0:
             out["downtime_s"] = self.downtime_s
         return out
 
@@ -198,6 +225,11 @@ def applicability(action: PlannedAction, protocol: str) -> str | None:
         ValueError: unknown protocol.
     """
     s = spec(protocol)
+    if action.action == "upgrade" and not s.has_coordinator:
+        return (
+            f"{action.describe()} skipped: the 0.8 consumer has no group protocol to switch "
+            "(online migration is between the classic and consumer protocols)"
+        )
     if action.action != "network_partition":
         return None
     if action.target == "zookeeper" and not s.members_use_zookeeper:

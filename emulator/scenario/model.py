@@ -99,6 +99,11 @@ class GroupSpec:
     reads it (a full match, internal topics left out; for a ``blacklist``, the
     topics it does not match). Each generation reads the pattern its own way as
     topics come and go (:mod:`emulator.topic_regex`).
+
+    A group that starts mixed (``mixed = {to, members}``, online migration):
+    ``mixed_members`` of the first members start speaking ``mixed_to``
+    (``consumer`` or ``classic``) instead of the run's protocol, as if an
+    upgrade had stopped halfway before the run began.
     """
 
     id: str
@@ -114,6 +119,8 @@ class GroupSpec:
     rebalance_listener: str = "none"
     topic_pattern: str | None = None
     topic_filter: FilterKind = "whitelist"
+    mixed_to: str | None = None
+    mixed_members: tuple[str, ...] = ()
 
     def zk_latency_of(self, member: str, seed: int) -> float:
         """One legacy member's one-way network delay to ZooKeeper, in emulated ms.
@@ -179,10 +186,10 @@ class TimelineEvent:
             (``leave``/``crash`` without ``member``); 1 otherwise.
         member: the member named (``"c-N"`` or ``"random"``), if any.
         index: position in the file, as in error messages (``timeline[index]``).
-        members: ``"all"`` or the names listed (``restart``,
+        members: ``"all"`` or the names listed (``restart``, ``upgrade``,
             ``network_partition``, ``subscribe``); ``None`` when not given.
         interval_s: the spacing of a burst or rolling restart; ``None``: all at once.
-        downtime_s: a restart's time between shutdown and start.
+        downtime_s: a restart's (or upgrade's) time between shutdown and start.
         duration_s: how long a pause, slow-down, partition or quorum loss lasts.
         target: a network partition's target.
         host: the consumer host of a ``host_crash``.
@@ -197,6 +204,8 @@ class TimelineEvent:
         topic_pattern: a ``subscribe``'s new subscription by pattern.
         topic_filter: that pattern's 0.8 filter kind (``whitelist`` or ``blacklist``).
         processing_ms_per_message: a ``slow`` member's processing cost.
+        to: the group protocol an ``upgrade`` switches its members to
+            (``consumer`` or ``classic``).
     """
 
     at_s: float
@@ -220,6 +229,7 @@ class TimelineEvent:
     replication_factor: int | None = None
     topic_pattern: str | None = None
     topic_filter: FilterKind | None = None
+    to: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-able dict: the keys of the first format always, the others when set."""
@@ -234,7 +244,8 @@ class TimelineEvent:
             out["members"] = self.members if self.members == "all" else list(self.members)
         extra: dict[str, object | None] = {
             "interval_s": self.interval_s,
-            "downtime_s": self.downtime_s if self.action == "restart" else None,
+            "downtime_s": self.downtime_s if self.action in ("restart", "upgrade") else None,
+            "to": self.to,
             "duration_s": self.duration_s,
             "target": self.target,
             "host": self.host,
@@ -592,6 +603,16 @@ class Scenario:
                     else {
                         "topic_pattern": self.group.topic_pattern,
                         "topic_filter": self.group.topic_filter,
+                    }
+                ),
+                **(
+                    {}
+                    if self.group.mixed_to is None
+                    else {
+                        "mixed": {
+                            "to": self.group.mixed_to,
+                            "members": list(self.group.mixed_members),
+                        }
                     }
                 ),
             },

@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from emulator.delivery import MANUAL_COMMIT_MODES, REBALANCE_LISTENERS
 from emulator.kafka_keys import (
@@ -38,8 +38,10 @@ from emulator.kafka_keys import (
     kafka_version_at_least,
     parse_kafka_version,
 )
+from emulator.modern.config import MIGRATION_SINCE
 from emulator.scenario import plan
 from emulator.scenario.errors import ScenarioError, did_you_mean, int_requirement, show, tighter
+from emulator.scenario.faults import UPGRADE_TARGETS
 from emulator.scenario.limits import (
     MAX_BATCH_SIZE,
     MAX_BROKERS,
@@ -194,6 +196,25 @@ class _Parser(TableReader):
         self.member_bounds(
             group, group.consumers + sum(e.count for e in timeline if e.action == "join")
         )
+        if group.mixed_to is not None and not kafka_version_at_least(
+            kafka_version, MIGRATION_SINCE
+        ):
+            first = ".".join(str(x) for x in MIGRATION_SINCE)
+            self.fail(
+                "[group].mixed",
+                f"[group].mixed: a group of both protocols (online migration between the "
+                f"classic and consumer protocols) needs kafka_version {first} or later, "
+                f"got {kafka_version}",
+            )
+        for e in timeline:
+            if e.action == "upgrade" and not kafka_version_at_least(kafka_version, MIGRATION_SINCE):
+                first = ".".join(str(x) for x in MIGRATION_SINCE)
+                self.fail(
+                    f"timeline[{e.index}].action",
+                    f"timeline[{e.index}].action: an upgrade (online migration between the "
+                    f"classic and consumer protocols) needs kafka_version {first} or later, "
+                    f"got {kafka_version}",
+                )
         scenario = Scenario(
             name=name,
             description=description,
@@ -415,6 +436,7 @@ class _Parser(TableReader):
                 "rebalance_listener",
                 "topic_pattern",
                 "topic_filter",
+                "mixed",
             ),
             in_section("group"),
         )
@@ -510,7 +532,48 @@ class _Parser(TableReader):
             rebalance_listener=listener,
             topic_pattern=pattern,
             topic_filter=WHITELIST if kind is None else kind,
+            **self.mixed(table),
         )
+
+    def mixed(self, table: Mapping[str, object]) -> dict[str, Any]:
+        """``[group].mixed = {to, members}``: ``members`` (a count of the first
+        members, or their names) start on the protocol ``to``."""
+        if "mixed" not in table:
+            return {}
+        where = "[group].mixed"
+        mixed = table["mixed"]
+        if not isinstance(mixed, dict):
+            self.must(where, 'a table such as {to = "consumer", members = 3}', mixed)
+        self.check_keys(mixed, ("to", "members"), lambda k: f"{where}.{k}")
+        to = self.choice(mixed, "to", f"{where}.to", None, UPGRADE_TARGETS)
+        consumers = table.get("consumers", 1)
+        n = consumers if isinstance(consumers, int) and not isinstance(consumers, bool) else 1
+        members = mixed.get("members")
+        names: tuple[str, ...]
+        if isinstance(members, int) and not isinstance(members, bool) and 1 <= members <= n:
+            names = tuple(plan.member_name(i) for i in range(members))
+        elif (
+            isinstance(members, list)
+            and members
+            and all(isinstance(m, str) for m in members)
+            and len(set(members)) == len(members)
+        ):
+            known = {plan.member_name(i) for i in range(n)}
+            unknown = [m for m in members if m not in known]
+            if unknown:
+                self.fail(
+                    f"{where}.members",
+                    f"{where}.members: {show(unknown[0])} is not one of the group's "
+                    f"first members (c-0 .. c-{n - 1})",
+                )
+            names = tuple(members)
+        else:
+            self.must(
+                f"{where}.members",
+                f"a count from 1 to [group].consumers ({n}) or a list of distinct member names",
+                members,
+            )
+        return {"mixed_to": to, "mixed_members": names}
 
     def kafka(
         self, table: dict[str, object], time_scale: float, kafka_version: str

@@ -267,6 +267,7 @@ class _Planner:
             "leave": self.depart,
             "crash": self.depart,
             "restart": self.restart,
+            "upgrade": self.restart,
             "pause": self.timed_member_fault,
             "slow": self.timed_member_fault,
             "network_partition": self.network_partition,
@@ -473,7 +474,14 @@ class _Planner:
         self.require_alive(event, "member" if event.member else "members", member, at)
         back = _t(at + event.downtime_s)
         self.go(event, at, "leave", member, f"it is restarting, down from {_t(at)} to {back} s")
-        self.plan(event, at, "restart", members=(member,), downtime_s=event.downtime_s)
+        self.plan(
+            event,
+            at,
+            event.action,
+            members=(member,),
+            downtime_s=event.downtime_s,
+            to=event.to,
+        )
         self.schedule(event, back, functools.partial(self.restart_back, event, member))
 
     def restart_back(self, event: TimelineEvent, member: str, at: float) -> None:

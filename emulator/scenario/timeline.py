@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from emulator.scenario import plan
 from emulator.scenario.errors import int_requirement, show, tighter
-from emulator.scenario.faults import PARTITION_TARGETS
+from emulator.scenario.faults import PARTITION_TARGETS, UPGRADE_TARGETS
 from emulator.scenario.limits import (
     MAX_DURATION_S,
     MAX_MEMBERS,
@@ -45,6 +45,7 @@ TIMELINE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "leave": ("member", "count", "interval_s"),
     "crash": ("member", "count", "interval_s"),
     "restart": ("member", "members", "interval_s", "downtime_s"),
+    "upgrade": ("member", "members", "to", "interval_s", "downtime_s"),
     "pause": ("member", "duration_s"),
     "slow": ("member", "duration_s", "processing_ms_per_message"),
     "network_partition": ("member", "members", "target", "duration_s"),
@@ -192,11 +193,13 @@ class TimelineReader(TableReader):
             fields["interval_s"] = positive("interval_s")
         elif action in ("leave", "crash"):
             fields.update(self.departure(table, action, where, positive("interval_s")))
-        elif action in ("restart", "network_partition", "subscribe"):
+        elif action in ("restart", "upgrade", "network_partition", "subscribe"):
             fields.update(self.who(table, action, where, many=True))
         elif action in ("pause", "slow"):
             fields.update(self.who(table, action, where, many=False))
-        if action == "restart":
+        if action == "upgrade":
+            fields["to"] = self.choice(table, "to", f"{where}.to", None, UPGRADE_TARGETS)
+        if action in ("restart", "upgrade"):
             fields["interval_s"] = positive("interval_s")
             fields["downtime_s"] = self.number(
                 table,

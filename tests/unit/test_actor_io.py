@@ -324,6 +324,8 @@ def test_the_broker_makes_its_coordinators_with_the_ios_factory(tmp_path: Path) 
         broker_id: int,
         seed: int,
         partitions_per_topic: dict[str, int],
+        *,
+        mixed_protocols: bool = False,
     ) -> CoordinatorFactory:
         asked.append((protocol, broker_id, seed, partitions_per_topic))
         real = make_coordinator_factory(protocol, kafka, broker_id, seed, partitions_per_topic)

@@ -118,9 +118,19 @@ class TestApplicability:
             assert note is not None and "no group coordinator" in note and "\n" not in note
 
     @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
+    def test_an_upgrade_applies_where_there_is_a_group_protocol(self, protocol: str) -> None:
+        note = applicability(PlannedAction(1.0, "upgrade", ("c-0",), to="consumer"), protocol)
+        if protocol == "zookeeper":
+            assert note is not None and "no group protocol to switch" in note
+        else:
+            assert note is None
+
+    @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
     def test_everything_else_applies_everywhere(self, protocol: str) -> None:
         others = [PlannedAction(1.0, "network_partition", ("c-0",), target="brokers")]
-        others += [PlannedAction(1.0, a) for a in ACTIONS if a != "network_partition"]
+        others += [
+            PlannedAction(1.0, a) for a in ACTIONS if a not in ("network_partition", "upgrade")
+        ]
         for action in others:
             assert applicability(action, protocol) is None, action.action
 

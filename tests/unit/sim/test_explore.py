@@ -179,6 +179,8 @@ def _planted_factory(module: ModuleType) -> Any:
         broker_id: int,
         seed: int,
         partitions_per_topic: dict[str, int],
+        *,
+        mixed_protocols: bool = False,
     ) -> CoordinatorFactory:
         if not protocol.startswith("classic"):
             return make_coordinator_factory(protocol, kafka, broker_id, seed, partitions_per_topic)
