@@ -146,6 +146,7 @@ from emulator.anomalies import (
     WHY_UNCOMMITTED,
     WHY_ZOMBIE,
     allowed_kinds,
+    allowed_kinds_converted,
 )
 from emulator.events import EventKind as K
 
@@ -794,17 +795,51 @@ def delivery_modes(events: DataFrame) -> dict[str, tuple[str, bool, str]]:
     return out
 
 
+def first_conversions(events: DataFrame) -> dict[str, float]:
+    """Per protocol (series), when its group first held both protocols' rules: its
+    first ``group_converted`` event (online migration) or the first start of a
+    member speaking the other protocol (``member_protocol``: a group that starts
+    mixed, or an upgrade), whichever is earlier; protocols with neither are absent."""
+    mixed = F.col("kind") == K.GROUP_CONVERTED.value
+    if "member_protocol" in events.columns:
+        mixed = mixed | (
+            (F.col("kind") == K.CONSUMER_STARTED.value) & F.col("member_protocol").isNotNull()
+        )
+    rows = (
+        events.where(mixed)
+        .groupBy("protocol")
+        .agg(F.min("t_emu_ms").alias("t"))
+        .collect()
+    )
+    return {str(r["protocol"]): float(r["t"]) for r in rows if r["protocol"] is not None}
+
+
 def mark_allowed(
-    anomalies: DataFrame, modes: Mapping[str, tuple[str, bool, str]] | None = None
+    anomalies: DataFrame,
+    modes: Mapping[str, tuple[str, bool, str]] | None = None,
+    conversions: Mapping[str, float] | None = None,
 ) -> DataFrame:
-    """Set ``allowed`` per protocol, kind and commit mode (:func:`allowed_kinds`)."""
+    """Set ``allowed`` per protocol, kind and commit mode (:func:`allowed_kinds`).
+
+    ``conversions`` (:func:`first_conversions`): an anomaly that starts at or
+    after its protocol's group first mixed or converted is judged by
+    :func:`emulator.anomalies.allowed_kinds_converted` (what either protocol
+    allows); one before it by the run protocol's rules alone.
+    """
     cond: Column = F.lit(False)
     modes = modes or {}
-    for proto in sorted(set(ALLOWED) | set(modes)):
+    conversions = conversions or {}
+    for proto in sorted(set(ALLOWED) | set(modes) | set(conversions)):
         mode, loss, _g = modes.get(proto, ("auto", False, ""))
         kinds = allowed_kinds(proto, mode, loss)
+        mine = F.col("protocol") == proto
         if kinds:
-            cond = cond | ((F.col("protocol") == proto) & F.col("kind").isin(*sorted(kinds)))
+            cond = cond | (mine & F.col("kind").isin(*sorted(kinds)))
+        if proto in conversions:
+            extra = allowed_kinds_converted(proto, mode, loss) - kinds
+            if extra:
+                after = F.col("t_start_ms") >= F.lit(conversions[proto])
+                cond = cond | (mine & after & F.col("kind").isin(*sorted(extra)))
     return anomalies.withColumn("allowed", cond)
 
 
@@ -875,6 +910,7 @@ class SharedFrames:
         self._incarnations: Incarnations | None = None
         self._cache: dict[str, DataFrame] = {}
         self._modes: dict[str, tuple[str, bool, str]] | None = None
+        self._conversions: dict[str, float] | None = None
 
     @property
     def incarnations(self) -> Incarnations:
@@ -930,6 +966,13 @@ class SharedFrames:
         if self._modes is None:
             self._modes = delivery_modes(self.events)
         return self._modes
+
+    @property
+    def conversions(self) -> dict[str, float]:
+        """:func:`first_conversions` of the events, read once."""
+        if self._conversions is None:
+            self._conversions = first_conversions(self.events)
+        return self._conversions
 
     @property
     def control(self) -> DataFrame:
@@ -1060,4 +1103,4 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return mark_allowed(out, sh.delivery_modes)
+    return mark_allowed(out, sh.delivery_modes, sh.conversions)

@@ -466,10 +466,23 @@ def merge(analyses: Sequence[RunAnalysis]) -> tuple[dict[str, Any], dict[str, An
         k: pd.concat([d for d in v if not d.empty] or v[:1], ignore_index=True)
         for k, v in parts.items()
     }
+    ends = [
+        {"protocol": f"{a.label}/{proto}", "end_ms": _scenario_ms(a.manifest)}
+        for a in analyses
+        if isinstance(a.manifest.get("scenario"), Mapping)
+        and a.manifest["scenario"].get("duration_s") is not None
+        for proto in a.metrics
+    ]
+    if ends:
+        frames[rpt.SERIES_ENDS] = pd.DataFrame(ends)
     sizes = {r["group_size"] for r in herd}
     if len(sizes) > 1:
         frames[rpt.HERD] = pd.DataFrame(herd)
     return metrics, frames
+
+
+def _scenario_ms(manifest: Mapping[str, Any]) -> float:
+    return float(manifest["scenario"]["duration_s"]) * 1000.0
 
 
 def _labels(run_dirs: Sequence[Path | str]) -> list[str]:

@@ -40,6 +40,9 @@ Definitions (the event log is the record; times are emulated ms):
   of the deleted ones' partitions (records deleted with their topic, holds,
   batches and commits after the deletion). Partitions are keyed by topic
   incarnation throughout (:mod:`analysis.topics`).
+* ``migration`` (only for a run whose members switched group protocol or
+  whose group converted, :mod:`analysis.migration`): the mixed window, each
+  member's switch, the conversions and what the switch cost.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from analysis import episodes as epi
 from analysis import kafka_metrics as km
 from analysis.checkers import SharedFrames, run_checkers, topic_observations
 from analysis.frames import islands
+from analysis.migration import migration_metrics
 from analysis.ownership import (
     HOLD_CARRIED_OVER,
     HOLD_TO_END,
@@ -407,6 +411,12 @@ def compute_metrics(
                 "p99": float(r["p99"]),
                 "max": float(r["max"]),
             }
+
+    # Online migration: the mixed window, each member's switch (analysis.migration).
+    for proto, summary in migration_metrics(events, iv, uns_all, an).items():
+        m = out.get(proto)
+        if m is not None:
+            m["migration"] = summary
 
     # Stop-the-world: unowned partition time while any consumer is live.
     live = islands(

@@ -50,12 +50,15 @@ DURATIONS: Final = "durations"
 FAULTS: Final = "faults"
 ANOMALIES: Final = "anomalies"
 HERD: Final = "herd"
+SERIES_ENDS: Final = "series_ends"
+"""Frame key: ``protocol, end_ms``, each series' own scenario end (several runs)."""
 
 FRAME_COLUMNS: Final[Mapping[str, tuple[str, ...]]] = {
     OWNERSHIP: ("protocol", "topic", "partition", "member", "t_start_ms", "t_end_ms"),
     THROUGHPUT: ("protocol", "t_ms", "produced", "processed", "lag"),
     DURATIONS: ("protocol", "t_ms", "duration_ms"),
     FAULTS: ("protocol", "t_ms", "reason", "member"),
+    SERIES_ENDS: ("protocol", "end_ms"),
     ANOMALIES: (
         "protocol",
         "group",
@@ -174,11 +177,18 @@ def double_ownership_windows(own: pd.DataFrame, end_ms: float) -> pd.DataFrame:
     )
 
 
-def unowned_gaps(own: pd.DataFrame, start_ms: float, end_ms: float) -> pd.DataFrame:
+def unowned_gaps(
+    own: pd.DataFrame,
+    start_ms: float,
+    end_ms: float,
+    ends: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
     """Windows in ``[start_ms, end_ms)`` where a partition had no owner.
 
     Only partitions that appear in ``own`` are considered (a partition nobody
-    ever owned is reported whole by the checkers, not here).
+    ever owned is reported whole by the checkers, not here). ``ends``: per
+    series, its own run's end instead of ``end_ms`` (a report of several runs
+    of different lengths).
 
     Returns:
         protocol, topic, partition, t_start_ms, t_end_ms.
@@ -187,10 +197,14 @@ def unowned_gaps(own: pd.DataFrame, start_ms: float, end_ms: float) -> pd.DataFr
     cols = ["protocol", "topic", "partition", "t_start_ms", "t_end_ms"]
     if own.empty:
         return pd.DataFrame(columns=cols)
-    df = own.assign(t_end_ms=own["t_end_ms"].fillna(end_ms))
-    for (proto, topic, part), g in df.groupby(["protocol", "topic", "partition"], sort=False):
-        spans = [(float(s), float(e)) for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)]
-        for s, e in intervals.gaps(spans, start_ms, end_ms):
+    ends = ends or {}
+    for (proto, topic, part), g in own.groupby(["protocol", "topic", "partition"], sort=False):
+        end = ends.get(str(proto), end_ms)
+        spans = [
+            (float(s), float(e) if pd.notna(e) else end)
+            for s, e in zip(g["t_start_ms"], g["t_end_ms"], strict=True)
+        ]
+        for s, e in intervals.gaps(spans, start_ms, end):
             rows.append(dict(zip(cols, (proto, topic, int(part), s, e), strict=True)))
     return pd.DataFrame(rows, columns=cols)
 
@@ -209,6 +223,15 @@ def run_span_ms(frames: Mapping[str, Any], manifests: Sequence[Mapping[str, Any]
     if not thr.empty and thr["t_ms"].notna().any():
         end = max(end, float(thr["t_ms"].max()))
     return end or 1000.0
+
+
+def series_ends_ms(frames: Mapping[str, Any]) -> dict[str, float]:
+    """Per series, its run's scenario end (:data:`SERIES_ENDS`, set when a report
+    holds several runs)."""
+    df = frame(frames, SERIES_ENDS)
+    if df.empty:
+        return {}
+    return {str(p): float(e) for p, e in zip(df["protocol"], df["end_ms"], strict=True)}
 
 
 def scenario_end_ms(manifests: Sequence[Mapping[str, Any]]) -> float | None:
@@ -301,13 +324,15 @@ def plot_ownership(
     series: Sequence[str],
     end_ms: float,
     gap_end_ms: float | None = None,
+    gap_ends: Mapping[str, float] | None = None,
 ) -> Figure:
     """Partition-ownership timeline, one panel per series.
 
     Each partition is a row; bars are coloured by owner; red cross-hatched
     bars mark double ownership, grey hatched bars unowned gaps (from time 0 to
     ``gap_end_ms``, default ``end_ms``: the scenario's end, so the shutdown
-    after it is not a gap), dashed purple lines faults and membership changes.
+    after it is not a gap; ``gap_ends``: per series, its own run's end), dashed
+    purple lines faults and membership changes.
     """
     n = max(1, len(series))
     rows_per = [
@@ -325,7 +350,7 @@ def plot_ownership(
     colors = _member_colors([str(m) for m in own["member"].dropna()])
     end_s = end_ms / 1000.0
     doubles = double_ownership_windows(own, end_ms)
-    gaps = unowned_gaps(own, 0.0, gap_end_ms if gap_end_ms is not None else end_ms)
+    gaps = unowned_gaps(own, 0.0, gap_end_ms if gap_end_ms is not None else end_ms, gap_ends)
     for ax, s in zip(axes[:, 0], series or ["(none)"], strict=False):
         sub = own[own["protocol"] == s]
         ax.set_title(_title(s), loc="left", fontsize=10, pad=24)
@@ -558,7 +583,7 @@ WHOLE_RUN_NOTE: Final = (
     "Whole-run totals, group formation included: compare changes by the table above."
 )
 
-TABLED_APART: Final = ("delivery_guarantee", "episodes", "kafka_metrics")
+TABLED_APART: Final = ("delivery_guarantee", "episodes", "kafka_metrics", "migration")
 """Metrics with a section of their own, not rows of the side-by-side table."""
 
 EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
@@ -612,6 +637,153 @@ def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[st
             rows.append(row)
     cols = ["protocol", "change", *[h for h, _, _ in EPISODE_COLUMNS]]
     return pd.DataFrame(rows, columns=cols, dtype="object")
+
+
+MIGRATION_NOTE: Final = (
+    "An online migration (upgrade actions; group_converted events). mixed s: how long live "
+    "members spoke both protocols; rebalances while mixed: the group's rebalances (trigger "
+    "to settled) that began then, of which at a conversion: under way at a group_converted "
+    "instant; member rebalances: rebalance_started of classic members (JoinGroup rounds) "
+    "and consumer members (reconciliations) while mixed; duplicates: offsets processed "
+    "again, first seen while mixed; two owners: double-ownership windows begun while mixed "
+    "(across protocols: owners speaking different protocols). Per member: shutdown, new "
+    "start, first partition owned after it, and the time out of work between. "
+    "Definitions: analysis/migration.py."
+)
+
+
+def _secs(v: Any) -> Any:
+    return v / 1000.0 if isinstance(v, int | float) else v
+
+
+def migration_table(
+    metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]
+) -> pd.DataFrame:
+    """One row per series that migrated: the mixed window and what it cost."""
+    rows: list[dict[str, Any]] = []
+    for s in series:
+        mig = (metrics.get(s) or {}).get("migration")
+        if not mig:
+            continue
+        conv = "; ".join(
+            f"{c.get('direction')} at {fmt(_secs(c.get('t_ms')))} s "
+            f"({c.get('reason')}, {c.get('state')}, {c.get('members')} members)"
+            for c in mig.get("conversions") or []
+        )
+        by = mig.get("member_rebalances_mixed") or {}
+        rows.append(
+            {
+                "protocol": s,
+                "conversions": conv or "none",
+                "mixed s": fmt(_secs(mig.get("mixed_ms"))),
+                "mixed from-to s": (
+                    f"{fmt(_secs(mig['mixed_from_ms']))}-{fmt(_secs(mig['mixed_to_ms']))}"
+                    if mig.get("mixed_from_ms") is not None
+                    else "-"
+                ),
+                "members switched": fmt(mig.get("switched")),
+                "out of work max s": fmt(_secs((mig.get("out_of_work_ms") or {}).get("max"))),
+                "rebalances while mixed": fmt(mig.get("group_rebalances_mixed")),
+                "at a conversion": fmt(mig.get("conversion_rebalances")),
+                "member rebalances (classic/consumer)": (
+                    f"{by.get('classic', 0)}/{by.get('consumer', 0)}"
+                ),
+                "duplicates while mixed": fmt(mig.get("duplicates_mixed")),
+                "two owners while mixed": fmt(mig.get("double_ownership_mixed")),
+                "across protocols": fmt(mig.get("double_ownership_cross_protocol")),
+            }
+        )
+    return pd.DataFrame(rows, dtype="object")
+
+
+def migration_members_table(
+    metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]
+) -> pd.DataFrame:
+    """One row per member switch: when it stopped, started again, and owned again."""
+    rows: list[dict[str, Any]] = []
+    for s in series:
+        mig = (metrics.get(s) or {}).get("migration") or {}
+        for member, sws in (mig.get("switches") or {}).items():
+            for sw in sws:
+                rows.append(
+                    {
+                        "protocol": s,
+                        "member": member,
+                        "to": sw.get("to") or "-",
+                        "stopped s": fmt(_secs(sw.get("stopped_ms"))),
+                        "started s": fmt(_secs(sw.get("started_ms"))),
+                        "first partition s": fmt(_secs(sw.get("first_claim_ms"))),
+                        "out of work s": fmt(_secs(sw.get("out_of_work_ms"))),
+                    }
+                )
+    return pd.DataFrame(rows, dtype="object")
+
+
+def plot_migration(
+    metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str], end_ms: float
+) -> Figure:
+    """Per series that migrated, one row per switched member: the protocol it spoke over
+    time, its downtime, its first partition after the switch; conversions as lines and
+    the mixed window shaded."""
+    shown = [s for s in series if (metrics.get(s) or {}).get("migration")]
+    rows = [len(metrics[s]["migration"].get("switches") or {}) for s in shown] or [1]
+    fig, axes = subplots(
+        len(rows), 1, figsize=(10, sum(1.4 + 0.3 * n for n in rows)), squeeze=False
+    )
+    axs = list(axes.flat)
+    colors = {"classic": "#4c72b0", "consumer": "#dd8452"}
+    for ax, s in zip(axs, shown, strict=False):
+        mig = metrics[s]["migration"]
+        base = s.split("@", 1)[0]
+        run_gen = SPECS[base].generation if base in SPECS else "classic"
+        switches = mig.get("switches") or {}
+        names = list(switches)
+        if mig.get("mixed_from_ms") is not None:
+            ax.axvspan(
+                mig["mixed_from_ms"] / 1000.0,
+                mig["mixed_to_ms"] / 1000.0,
+                color="#eeeeee",
+                zorder=0,
+            )
+        for i, member in enumerate(names):
+            t0 = 0.0
+            gen = run_gen
+            for sw in switches[member]:
+                stop = float(sw["stopped_ms"]) / 1000.0
+                ax.broken_barh([(t0, stop - t0)], (i - 0.35, 0.7), color=colors.get(gen, "grey"))
+                start = sw.get("started_ms")
+                if start is None:
+                    t0 = end_ms / 1000.0
+                    break
+                t0 = float(start) / 1000.0
+                to = str(sw.get("to") or "")
+                gen = SPECS[to].generation if to in SPECS else gen
+                if sw.get("first_claim_ms") is not None:
+                    ax.plot([sw["first_claim_ms"] / 1000.0], [i], "k|", markersize=10)
+            if t0 < end_ms / 1000.0:
+                ax.broken_barh(
+                    [(t0, end_ms / 1000.0 - t0)], (i - 0.35, 0.7), color=colors.get(gen, "grey")
+                )
+        for c in mig.get("conversions") or []:
+            ax.axvline(float(c["t_ms"]) / 1000.0, color="red", linestyle="--", linewidth=1)
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names, fontsize=7)
+        ax.set_xlim(0, end_ms / 1000.0)
+        ax.set_title(_title(s), fontsize=9)
+        ax.set_xlabel("emulated s")
+        ax.legend(
+            handles=[Patch(color=c, label=g) for g, c in colors.items()]
+            + [
+                Patch(color="#eeeeee", label="mixed"),
+                Patch(facecolor="white", edgecolor="red", linestyle="--", label="conversion"),
+            ],
+            fontsize=7,
+            loc="upper right",
+        )
+    if not shown:
+        _empty(axs[0], "no migration")
+    fig.tight_layout()
+    return fig
 
 
 KAFKA_NOTE: Final = (
@@ -837,6 +1009,7 @@ def write_report(
     series = series_order([*metrics.keys(), *own["protocol"].dropna(), *thr["protocol"].dropna()])
     end_ms = run_span_ms(frames, mans)
     gap_end = scenario_end_ms(mans) or end_ms
+    gap_ends = series_ends_ms(frames)
 
     plots: list[tuple[str, str, Path]] = []  # (id, caption, path)
 
@@ -850,7 +1023,7 @@ def write_report(
         "Partition ownership over time: one row per partition, coloured by owner; "
         "red hatched = two owners at once, grey hatched = no owner, dashed = faults "
         "and membership changes.",
-        plot_ownership(own, flt, series, end_ms, gap_end),
+        plot_ownership(own, flt, series, end_ms, gap_end, gap_ends),
     )
     add(
         "throughput_lag",
@@ -871,12 +1044,23 @@ def write_report(
             plot_herd(herd),
         )
 
+    migration = migration_table(metrics, series)
+    if not migration.empty:
+        add(
+            "migration",
+            "Each switched member's group protocol over time (classic blue, consumer orange; "
+            "gaps: its downtime; ticks: its first partition after the switch), the group's "
+            "conversions (red dashed) and the window in which it was mixed (grey).",
+            plot_migration(metrics, series, end_ms),
+        )
+    switches = migration_members_table(metrics, series)
+
     table = metrics_table(metrics, series)
     episodes = episodes_table(metrics, series)
     kafka = kafka_table(metrics, series)
     summary = anomaly_summary(anom, series)
     windows = double_ownership_windows(own, end_ms)
-    gaps = unowned_gaps(own, 0.0, gap_end)
+    gaps = unowned_gaps(own, 0.0, gap_end, gap_ends)
     timeline = pd.DataFrame(
         {
             "double-ownership windows": [int((windows["protocol"] == s).sum()) for s in series],
@@ -941,6 +1125,9 @@ def write_report(
     md += [f"- {line}" for line in info] + [f"- {line}" for line in data_lines] + [""]
     md += ["## Evidence", "", *evidence_lines(incomplete), ""]
     md += ["## What each change cost", "", EPISODES_NOTE, "", md_table(episodes, index=False), ""]
+    if not migration.empty:
+        md += ["## Online migration", "", MIGRATION_NOTE, "", md_table(migration, index=False), ""]
+        md += [md_table(switches, index=False), ""]
     md += ["## Metrics", "", WHOLE_RUN_NOTE, "", md_table(table), ""]
     if not kafka.empty:
         md += ["## Kafka's metric names", "", KAFKA_NOTE, "", md_table(kafka), ""]
@@ -1005,6 +1192,10 @@ def write_report(
     h.append("</div><h2>What each change cost</h2>")
     h.append(f"<p>{html.escape(EPISODES_NOTE)}</p>")
     h.append(html_table(episodes, index=False, css="episodes"))
+    if not migration.empty:
+        h.append(f"<h2>Online migration</h2><p>{html.escape(MIGRATION_NOTE)}</p>")
+        h.append(html_table(migration, index=False, css="migration"))
+        h.append(html_table(switches, index=False, css="switches"))
     h.append(f"<h2>Metrics</h2><p>{html.escape(WHOLE_RUN_NOTE)}</p>")
     h.append(html_table(table, css="metrics"))
     if not kafka.empty:

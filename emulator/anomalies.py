@@ -164,3 +164,34 @@ def allowed_kinds(
     if allows_loss:
         kinds.add(LOSS)
     return frozenset(kinds)
+
+
+def converted_protocol(protocol: str) -> str:
+    """The protocol a ``protocol`` run's group is judged by once it has converted
+    (``group_converted``, online migration).
+
+    A classic run's group becomes a consumer group (``consumer``); a ``consumer``
+    run's becomes a classic group whose members use the Java client's default
+    assignors, range first (``classic-eager``).
+    """
+    protocol = base_protocol(protocol)
+    return "classic-eager" if protocol == "consumer" else "consumer"
+
+
+def allowed_kinds_converted(
+    protocol: str, commit_mode: str = "auto", allows_loss: bool = False
+) -> frozenset[str]:
+    """The anomaly kinds a ``protocol`` run may show once its group has converted, or
+    held a member of the other protocol.
+
+    From then on the group holds, or has held, members of both protocols and
+    the coordinator has run it as a group of the other kind: what either
+    protocol allows is allowed (:func:`allowed_kinds` of both). A consumer
+    group reconciles its members one at a time, so a settled view can miss a
+    partition in flight (``invalid_assignment``), which an eager classic group
+    never shows. Emulator choice: the checkers judge by the group's kind over
+    time, not by each member's protocol.
+    """
+    return allowed_kinds(protocol, commit_mode, allows_loss) | allowed_kinds(
+        converted_protocol(protocol), commit_mode, allows_loss
+    )

@@ -22,6 +22,7 @@ from analysis.report import (
     FAULTS,
     HERD,
     OWNERSHIP,
+    SERIES_ENDS,
     THROUGHPUT,
     double_ownership_windows,
     unowned_gaps,
@@ -295,6 +296,43 @@ def test_windows_and_gaps() -> None:
     assert len(g) == 4
 
 
+def test_gaps_of_several_runs_end_at_each_runs_own_end() -> None:
+    """A 150 s run beside a 180 s one: its partitions are not unowned from 150 s on."""
+    own = pd.DataFrame(
+        [
+            dict(
+                protocol="short/x",
+                topic="t",
+                partition=0,
+                member="c-0",
+                t_start_ms=0.0,
+                t_end_ms=150_000.0,
+            ),
+            dict(
+                protocol="short/x",
+                topic="t",
+                partition=1,
+                member="c-0",
+                t_start_ms=0.0,
+                t_end_ms=None,
+            ),
+            dict(
+                protocol="long/x",
+                topic="t",
+                partition=0,
+                member="c-0",
+                t_start_ms=0.0,
+                t_end_ms=150_000.0,
+            ),
+        ]
+    )
+    g = unowned_gaps(own, 0.0, 180_000.0, {"short/x": 150_000.0})
+    assert g[["protocol", "t_start_ms", "t_end_ms"]].values.tolist() == [
+        ["long/x", 150_000.0, 180_000.0]
+    ]
+    assert len(unowned_gaps(own, 0.0, 180_000.0)) == 2  # without the ends
+
+
 def test_several_runs_become_series_and_a_herd(tmp_path: Path) -> None:
     from analysis.compare import RunAnalysis, merge
 
@@ -325,6 +363,8 @@ def test_several_runs_become_series_and_a_herd(tmp_path: Path) -> None:
         ["zookeeper", "ZooKeeper watch notifications", 4, 4.0],
         ["zookeeper", "ZooKeeper watch notifications", 40, 400.0],
     ]
+    ends = dict(zip(frames[SERIES_ENDS]["protocol"], frames[SERIES_ENDS]["end_ms"], strict=True))
+    assert ends == {s: MANIFEST["scenario"]["duration_s"] * 1000.0 for s in metrics}
     paths = write_report(tmp_path / "r", metrics, frames, [MANIFEST, MANIFEST])
     assert [p.name for p in paths.plots][-1] == "herd.png"
     series = json.loads(paths.metrics_json.read_text())["series"]
