@@ -35,6 +35,7 @@ class Errors(enum.Enum):
     UNSUPPORTED_ASSIGNOR = (112, False)
     STALE_MEMBER_EPOCH = (113, False)
     FENCED_MEMBER_EPOCH = (110, False)
+    INVALID_RECORD_STATE = (121, False)  # KIP-932: an acknowledgement of a record not held
     INVALID_REGULAR_EXPRESSION = (128, False)  # KIP-848 SubscribedTopicRegex (4.0+)
 
     @property
