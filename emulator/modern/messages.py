@@ -273,6 +273,28 @@ class ConsumerGroupHeartbeatResponse(GroupResponse):
     assignment: tuple[TopicPartition, ...] | None = None
 
 
+@dataclass(frozen=True)
+class ShareGroupHeartbeatRequest(GroupRequest):
+    """ShareGroupHeartbeat (api key 76, KIP-932). ``member_epoch`` 0 joins, -1 leaves;
+    ``subscribed_topic_names`` is None when unchanged (ShareGroupHeartbeatRequest.json)."""
+
+    member_id: str = ""
+    member_epoch: int = JOIN_GROUP_MEMBER_EPOCH
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponse(GroupResponse):
+    """ShareGroupHeartbeat's answer; ``assignment`` only when it changed (or on a join)."""
+
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartition, ...] | None = None
+
+
 # ------------------------------------------------------------------- effects
 
 
