@@ -27,16 +27,20 @@ into ``notes/share-facts.md`` (trunk of 2024-10-25 and the 2025 copies):
   on the member's share-session close, or its locks expire
   (:mod:`emulator.broker.share_partition`).
 
-The simple assignor (:func:`simple_assignment`) is the balanced one of 4.1 and
-later (``SimpleHomogeneousAssignmentBuilder``): every partition wants
-``ceil(M / P)`` members; member ``i`` of ``M`` wants
-``ceil(d·(i+1)) - ceil(d·i)`` partitions with ``d = ceil(M/P)·P / M``; the
-current assignment is kept where that is balanced (unsubscribed topics dropped,
-over-shared partitions and overfilled members trimmed), and partitions short of
-members are given to the members short of partitions, in turn. Emulator
-choice: Kafka walks hash maps of members and partitions in their hash order;
-here members go by id and partitions by topic and number, so which member gets
-which partition may differ from Kafka's, never how many.
+The simple assignor (:func:`simple_assignment`) is the balanced one of
+``SimpleHomogeneousAssignmentBuilder`` as it reached trunk in July 2025 (so in
+4.2; 4.1 has it if it was picked into that branch, which is not verified): every
+partition wants ``ceil(M / P)`` members; member ``i`` (in Java ``HashMap`` order
+of the member ids, :func:`member_order`) wants ``ceil(d·(i+1)) - ceil(d·i)``
+partitions with ``d = ceil(M/P)·P / M``. It keeps the current assignment where
+that stays balanced: unsubscribed topics dropped, overfilled members' surplus
+given back, over-shared partitions trimmed (lowest index first), then the
+partitions short of members go to the members short of partitions, in turn.
+Emulator choice: Kafka visits partitions in the hash order of their
+``TopicIdPartition`` (which depends on the topic's UUID); here they go by topic
+and number, so which member gets which partition may differ from Kafka's, never
+how many. Earlier assignors (every member gets every partition before 2025;
+hash and round-robin around 4.0) are not emulated.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from emulator.events import EventKind, format_partitions
+from emulator.javahash import java_hashmap_hash
 from emulator.modern.coordinator import CoordinatorOutput, GroupCoordinator
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -69,6 +74,7 @@ __all__ = [
     "ShareGroupCoordinator",
     "ShareGroupState",
     "ShareMember",
+    "member_order",
     "simple_assignment",
 ]
 
@@ -107,64 +113,79 @@ class _Timer:
     cancelled: bool = field(default=False, compare=False)
 
 
+def member_order(member_ids: Iterable[str]) -> list[str]:
+    """The members in the order of a ``java.util.HashMap`` keyed by their ids, as the
+    assignor numbers them (``new ArrayList<>(groupSpec.memberIds())``).
+
+    Buckets are ``(h ^ h >>> 16) & (capacity - 1)`` of ``String.hashCode``, the
+    capacity the smallest power of two from 16 that holds them at load factor
+    0.75. Emulator choice: members of one bucket go by id (Kafka: by insertion).
+    """
+    ids = sorted(set(member_ids))
+    cap = 16
+    while len(ids) > 0.75 * cap:
+        cap *= 2
+    return sorted(ids, key=lambda mid: (java_hashmap_hash(mid) & (cap - 1), mid))
+
+
 def simple_assignment(
     members: Mapping[str, frozenset[str]],
     current: Mapping[str, frozenset[TopicPartition]],
     topics: Mapping[str, int],
 ) -> dict[str, frozenset[TopicPartition]]:
-    """The simple assignor's target assignment (4.1+, homogeneous subscriptions).
+    """The simple assignor's target assignment (``SimpleHomogeneousAssignmentBuilder``
+    of 4.2; homogeneous subscriptions).
 
     Args:
         members: member id -> its subscribed topic names (all the same here).
         current: member id -> its current target partitions.
         topics: partition count of each existing topic.
     """
-    ids = sorted(members)
+    ids = member_order(members)
     m = len(ids)
     if m == 0:
         return {}
-    subscribed = sorted(set().union(*members.values()) & set(topics))
-    targets = [(t, p) for t in subscribed for p in range(topics[t])]
+    subscribed = set().union(*members.values()) & set(topics)
+    targets = [(t, p) for t in sorted(subscribed) for p in range(topics[t])]
     if not targets:
         return {mid: frozenset() for mid in ids}
     n = len(targets)
     sharing = (m + n - 1) // n
     precise = sharing * n / m
     want = [math.ceil(precise * (i + 1)) - math.ceil(precise * i) for i in range(m)]
-    valid = set(targets)
+    # 1. revokeUnassignablePartitions: topics no longer subscribed go.
     by_member: list[set[TopicPartition]] = [
-        {tp for tp in current.get(mid, frozenset()) if tp in valid} for mid in ids
+        {tp for tp in current.get(mid, frozenset()) if tp[0] in subscribed} for mid in ids
     ]
-    by_partition: dict[TopicPartition, list[int]] = {tp: [] for tp in targets}
+    by_partition: dict[TopicPartition, list[int]] = {}
     for i, held in enumerate(by_member):
-        for tp in sorted(held):
-            by_partition[tp].append(i)
-    over = {i for i in range(m) if len(by_member[i]) > want[i]}
-    under = {i for i in range(m) if len(by_member[i]) < want[i]}
-    # Over-shared partitions: trim, overfilled members first.
-    for tp in targets:
+        for tp in held:
+            by_partition.setdefault(tp, []).append(i)
+    unfilled = {i for i in range(m) if len(by_member[i]) < want[i]}
+    # 2. revokeOverfilledMembers: each gives back its surplus (not marked unfilled).
+    for i in range(m):
+        surplus = len(by_member[i]) - want[i]
+        for tp in sorted(by_member[i])[: max(0, surplus)]:
+            by_member[i].discard(tp)
+            by_partition[tp].remove(i)
+    # 3. revokeOversharedPartitions: members past ceil(M/P) go, lowest index first.
+    for tp in sorted(by_partition):
         holders = by_partition[tp]
-        for i in sorted(holders, key=lambda i: (i not in over, i)):
+        for i in sorted(holders):
             if len(holders) <= sharing:
                 break
             holders.remove(i)
             by_member[i].discard(tp)
-            under.add(i)
-    # Members still overfilled give back their surplus.
-    for i in sorted(over):
-        for tp in sorted(by_member[i]):
-            if len(by_member[i]) <= want[i]:
-                break
-            by_member[i].discard(tp)
-            by_partition[tp].remove(i)
-    # Partitions short of members go to the members short of partitions, in turn
-    # (assignRemainingPartitions: one pass over the partitions, the members in a
-    # ring; a full turn of the ring that places nothing ends the assignment).
-    ring = sorted(under)
+            unfilled.add(i)
+    # 4. assignRemainingPartitions: one pass over the partitions, the unfilled
+    #    members in a ring; a turn of the ring that places nothing leaves the rest
+    #    short. The partition's member set is not updated during the pass (as in
+    #    Kafka), so after a restart a member may be counted for one twice.
+    ring = sorted(unfilled)
     pos = 0
     placed = False
     for tp in targets:
-        holders = by_partition[tp]
+        holders = set(by_partition.get(tp, ()))
         need = sharing - len(holders)
         while need > 0:
             if pos >= len(ring):
@@ -176,7 +197,6 @@ def simple_assignment(
             if i in holders:
                 pos += 1
                 continue
-            holders.append(i)
             by_member[i].add(tp)
             need -= 1
             placed = True

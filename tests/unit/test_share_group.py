@@ -172,3 +172,40 @@ class TestSimpleAssignor:
         ms = {"m0": frozenset({"u"})}
         a = simple_assignment(ms, {"m0": frozenset({("t", 0)})}, {"t": 2, "u": 1})
         assert a == {"m0": frozenset({("u", 0)})}
+
+
+class TestSimpleAssignorAsShipped:
+    """``SimpleHomogeneousAssignmentBuilder`` (trunk July 2025, in 4.2): the outcomes
+    worked through in notes/share-facts.md section 7.2."""
+
+    def test_members_are_numbered_in_java_hashmap_order(self) -> None:
+        from emulator.modern.share_group import member_order
+
+        # "z": hash 122, bucket 10; "ba": hash 3135, bucket 15; "aa": 3104, bucket 0.
+        assert member_order(["ba", "z", "aa"]) == ["aa", "z", "ba"]
+
+    def test_a_joiner_takes_exactly_what_the_holder_gives_back(self) -> None:
+        first = {"a": frozenset({("t", p) for p in range(4)})}
+        ms = {"a": frozenset({"t"}), "b": frozenset({"t"})}
+        a = simple_assignment(ms, first, {"t": 4})
+        assert len(a["a"]) == len(a["b"]) == 2
+        assert a["a"] < first["a"] and not a["a"] & a["b"]
+
+    def test_three_members_on_two_partitions_the_first_index_holds_both(self) -> None:
+        from emulator.modern.share_group import member_order
+
+        ms = {f"m{i}": frozenset({"t"}) for i in range(3)}
+        a = simple_assignment(ms, {}, {"t": 2})
+        first = member_order(ms)[0]
+        assert len(a[first]) == 2 and sorted(len(p) for p in a.values()) == [1, 1, 2]
+        assert set(_shares(a).values()) == {2}
+
+    def test_a_leavers_partitions_go_to_the_survivors_who_keep_theirs(self) -> None:
+        ms = {f"m{i}": frozenset({"t"}) for i in range(3)}
+        before = simple_assignment(ms, {}, {"t": 6})
+        gone = sorted(ms)[1]
+        del ms[gone]
+        after = simple_assignment(ms, {k: v for k, v in before.items() if k != gone}, {"t": 6})
+        for mid in ms:
+            assert before[mid] <= after[mid] and len(after[mid]) == 3
+        assert set(_shares(after).values()) == {1}
