@@ -185,8 +185,8 @@ def simple_assignment(
     pos = 0
     placed = False
     for tp in targets:
-        holders = set(by_partition.get(tp, ()))
-        need = sharing - len(holders)
+        holding: set[int] = set(by_partition.get(tp, ()))
+        need = sharing - len(holding)
         while need > 0:
             if pos >= len(ring):
                 if not placed or not ring:
@@ -194,7 +194,7 @@ def simple_assignment(
                 pos = 0
                 placed = False
             i = ring[pos]
-            if i in holders:
+            if i in holding:
                 pos += 1
                 continue
             by_member[i].add(tp)
