@@ -36,6 +36,8 @@ class Errors(enum.Enum):
     STALE_MEMBER_EPOCH = (113, False)
     FENCED_MEMBER_EPOCH = (110, False)
     INVALID_RECORD_STATE = (121, False)  # KIP-932: an acknowledgement of a record not held
+    SHARE_SESSION_NOT_FOUND = (122, True)  # KIP-932 (a RetriableException)
+    INVALID_SHARE_SESSION_EPOCH = (123, True)  # KIP-932 (a RetriableException)
     INVALID_REGULAR_EXPRESSION = (128, False)  # KIP-848 SubscribedTopicRegex (4.0+)
 
     @property
