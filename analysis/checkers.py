@@ -796,7 +796,8 @@ def delivery_modes(events: DataFrame) -> dict[str, tuple[str, bool, str]]:
 
 
 def first_conversions(events: DataFrame) -> dict[str, float]:
-    """Per protocol (series), when its group first held both protocols' rules: its
+    """Per protocol (series) of ``events`` (the event table, or the checkers' control
+    frame), when its group first held both protocols' rules: its
     first ``group_converted`` event (online migration) or the first start of a
     member speaking the other protocol (``member_protocol``: a group that starts
     mixed, or an upgrade), whichever is earlier; protocols with neither are absent."""
@@ -859,6 +860,8 @@ _CONTROL_KINDS: Final = (
     K.ACTION_APPLIED.value,
     K.FAULT_INJECTED.value,
     K.RUN_FINISHED.value,
+    # When the group converted (online migration: first_conversions).
+    K.GROUP_CONVERTED.value,
 )
 _CONTROL_COLS: Final = (
     "protocol",
@@ -876,6 +879,7 @@ _CONTROL_COLS: Final = (
     "zxid",
     "reason",
     "detail",
+    "member_protocol",
 )
 
 
@@ -969,9 +973,9 @@ class SharedFrames:
 
     @property
     def conversions(self) -> dict[str, float]:
-        """:func:`first_conversions` of the events, read once."""
+        """:func:`first_conversions` of the control events, read once."""
         if self._conversions is None:
-            self._conversions = first_conversions(self.events)
+            self._conversions = first_conversions(self.control)
         return self._conversions
 
     @property

@@ -58,7 +58,7 @@ from analysis import episodes as epi
 from analysis import kafka_metrics as km
 from analysis.checkers import SharedFrames, run_checkers, topic_observations
 from analysis.frames import islands
-from analysis.migration import migration_metrics
+from analysis.migration import migration_metrics, migration_series
 from analysis.ownership import (
     HOLD_CARRIED_OVER,
     HOLD_TO_END,
@@ -413,7 +413,8 @@ def compute_metrics(
             }
 
     # Online migration: the mixed window, each member's switch (analysis.migration).
-    for proto, summary in migration_metrics(events, iv, uns_all, an).items():
+    series = migration_series(sh.control, sh.conversions)
+    for proto, summary in migration_metrics(events, series, iv, uns_all, an).items():
         m = out.get(proto)
         if m is not None:
             m["migration"] = summary

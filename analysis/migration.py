@@ -52,7 +52,7 @@ from emulator.anomalies import DOUBLE_OWNERSHIP, DUPLICATE, base_protocol
 from emulator.events import EventKind as K
 from emulator.protocols import spec
 
-__all__ = ["MigrationInput", "migration_metrics", "mixed_spans", "summarize"]
+__all__ = ["MigrationInput", "migration_metrics", "migration_series", "mixed_spans", "summarize"]
 
 _LIFE: Final = (K.CONSUMER_STARTED.value, K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value)
 _SWITCH: Final = "upgrade"  # the reason of an upgrade's fault_injected / fault_cleared
@@ -236,35 +236,42 @@ def _to(detail: object) -> str | None:
     return str(to) if to is not None else None
 
 
+def migration_series(control: DataFrame, conversions: Mapping[str, float]) -> list[str]:
+    """The protocols (series) :func:`migration_metrics` covers: those whose group
+    converted or held a member of the other protocol (``conversions``,
+    :func:`analysis.checkers.first_conversions`) and those with an ``upgrade``
+    fault (``control``: the checkers' control frame, which holds ``fault_injected``)."""
+    upgrades = (
+        control.where((F.col("kind") == K.FAULT_INJECTED.value) & (F.col("reason") == _SWITCH))
+        .select("protocol")
+        .distinct()
+        .collect()
+    )
+    found = {str(r["protocol"]) for r in upgrades if r["protocol"] is not None}
+    return sorted(found | set(conversions))
+
+
 def migration_metrics(
     events: DataFrame,
+    series: Sequence[str],
     intervals: DataFrame,
     unsettled: DataFrame,
     anomalies: DataFrame,
 ) -> dict[str, dict[str, Any]]:
-    """Per protocol whose run switched members' protocols, started mixed or converted
-    its group:
-    :func:`summarize` of it. Other protocols get no entry.
+    """Per protocol of ``series`` (:func:`migration_series`): :func:`summarize` of it.
 
     Args:
         events: the event table.
+        series: the protocols whose run switched members' protocols, started
+            mixed or converted its group.
         intervals: the ownership intervals (``protocol, member, s``).
         unsettled: the group's unsettled spans (``protocol, s, e``).
         anomalies: the checkers' rows.
     """
-    kind = F.col("kind")
-    reason = F.col("reason")
-    marked = (kind == K.GROUP_CONVERTED.value) | (
-        kind.isin(K.FAULT_INJECTED.value, K.FAULT_CLEARED.value) & (reason == _SWITCH)
-    )
-    if "member_protocol" in events.columns:
-        marked = marked | (
-            (kind == K.CONSUMER_STARTED.value) & F.col("member_protocol").isNotNull()
-        )
-    marks = events.where(marked).select("protocol").distinct().collect()
-    series = sorted(str(r["protocol"]) for r in marks if r["protocol"] is not None)
     if not series:
         return {}
+    kind = F.col("kind")
+    reason = F.col("reason")
     mine = F.col("protocol").isin(*series)
     ev = events.where(mine)
     has_mp = "member_protocol" in events.columns
@@ -313,8 +320,7 @@ def migration_metrics(
         elif member is not None:
             inp.switches.append((t, k, str(member), _to(r["detail"])))
             switched[inp.protocol].add(str(member))
-    pairs = [(s, m) for s, ms in switched.items() for m in ms]
-    if pairs:
+    if any(switched.values()):
         cond = F.lit(False)
         for s in series:
             if switched[s]:

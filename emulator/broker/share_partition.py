@@ -57,7 +57,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from emulator.kafka_keys import kafka_version_at_least, parse_kafka_version
+from emulator.kafka_keys import kafka_version_at_least
 from emulator.modern.errors import Errors
 
 __all__ = [
@@ -148,7 +148,6 @@ class SharePartitionConfig:
         Raises:
             ValueError: a version before share groups, or a setting out of Kafka's range.
         """
-        parse_kafka_version(kafka_version)  # a malformed version raises here
         if not kafka_version_at_least(kafka_version, SHARE_GROUPS_SINCE):
             raise ValueError(f"share groups need Kafka 4.0 or later, got {kafka_version}")
         s = settings or {}

@@ -196,25 +196,18 @@ class _Parser(TableReader):
         self.member_bounds(
             group, group.consumers + sum(e.count for e in timeline if e.action == "join")
         )
-        if group.mixed_to is not None and not kafka_version_at_least(
-            kafka_version, MIGRATION_SINCE
-        ):
+        gated = [("[group].mixed", "a group of both protocols")] if group.mixed_to else []
+        gated += [
+            (f"timeline[{e.index}].action", "an upgrade") for e in timeline if e.action == "upgrade"
+        ]
+        if gated and not kafka_version_at_least(kafka_version, MIGRATION_SINCE):
+            key, what = gated[0]
             first = ".".join(str(x) for x in MIGRATION_SINCE)
             self.fail(
-                "[group].mixed",
-                f"[group].mixed: a group of both protocols (online migration between the "
-                f"classic and consumer protocols) needs kafka_version {first} or later, "
-                f"got {kafka_version}",
+                key,
+                f"{key}: {what} (online migration between the classic and consumer "
+                f"protocols) needs kafka_version {first} or later, got {kafka_version}",
             )
-        for e in timeline:
-            if e.action == "upgrade" and not kafka_version_at_least(kafka_version, MIGRATION_SINCE):
-                first = ".".join(str(x) for x in MIGRATION_SINCE)
-                self.fail(
-                    f"timeline[{e.index}].action",
-                    f"timeline[{e.index}].action: an upgrade (online migration between the "
-                    f"classic and consumer protocols) needs kafka_version {first} or later, "
-                    f"got {kafka_version}",
-                )
         scenario = Scenario(
             name=name,
             description=description,

@@ -204,7 +204,7 @@ def test_the_analysis_measures_the_mixed_window_and_judges_by_both_protocols(
     from analysis.checkers import ANOMALY_SCHEMA, SharedFrames, first_conversions, mark_allowed
     from analysis.datasource import load_events
     from analysis.metrics import rebalance_durations
-    from analysis.migration import migration_metrics
+    from analysis.migration import migration_metrics, migration_series
 
     _scenario, out = sim_runs["downgrade-rollback"]
     events = load_events(spark, out).events
@@ -216,7 +216,8 @@ def test_the_analysis_measures_the_mixed_window_and_judges_by_both_protocols(
         "protocol", F.col("t_ms").alias("s"), (F.col("t_ms") + F.col("duration_ms")).alias("e")
     )
     none = spark.createDataFrame([], ANOMALY_SCHEMA)
-    mig = migration_metrics(events, sh.intervals, unsettled, none)[PROTOCOL]
+    series = migration_series(sh.control, sh.conversions)
+    mig = migration_metrics(events, series, sh.intervals, unsettled, none)[PROTOCOL]
     assert [c["direction"] for c in mig["conversions"]] == ["upgrade", "downgrade"]
     up, down = (float(c["t_ms"]) for c in mig["conversions"])
     # Mixed from the first consumer member's start to the last one's stop,
@@ -233,6 +234,7 @@ def test_the_analysis_measures_the_mixed_window_and_judges_by_both_protocols(
     # An eager classic group may show consumer-group anomalies only once it held a
     # consumer member: the same invalid assignment is judged both ways.
     conversions = first_conversions(events)
+    assert conversions == sh.conversions  # the control frame holds what it needs
     assert mig["mixed_from_ms"] <= conversions[PROTOCOL] <= up
     rows = spark.createDataFrame(
         [
