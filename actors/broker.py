@@ -224,10 +224,33 @@ class BrokerCore(Locatable):
         return answers
 
     async def _coordinator_timers(self) -> None:
+        """Run the coordinators' timers (session, rebalance, join, sync, ...) at their deadlines.
+
+        Kafka's coordinators fire their timers from a timing wheel of 1 ms ticks
+        (``SystemTimer``: the classic ``DelayedOperationPurgatory``'s heartbeat
+        and join operations, the new coordinator's ``CoordinatorTimer``). The
+        task sleeps until the earliest deadline of any coordinator here, or
+        until the coordinators say their timers may have changed (a request,
+        a partition loaded or unloaded); a poll then runs the ones due.
+        """
+        coordinators = self.coordinators
+        if coordinators is None:
+            return
+        wake = asyncio.Event()
+        coordinators.on_change = wake.set
+        clock = self.clock
         while True:
-            if self.coordinators is not None:
-                self.coordinators.poll(self.clock.now_ms())
-            await asyncio.sleep(0.01)
+            wake.clear()
+            deadline = coordinators.next_deadline()
+            if deadline is None:
+                await wake.wait()
+                continue
+            now = clock.now_ms()
+            if now >= deadline:
+                coordinators.poll(now)
+                continue
+            # at least a microsecond: a deadline a rounding error away is due next time
+            await _long_poll(wake, max(MIN_TIMER_S, clock.wall_seconds(deadline - now)))
 
     # ------------------------------------------------------------- lifecycle
 
@@ -585,9 +608,8 @@ class BrokerCore(Locatable):
         if h is None:
             return False
         try:
-            answer = await asyncio.wait_for(
-                _await(h.replica_fetch.remote(self.broker_id, fetches)),
-                self._replica_call_timeout_s,
+            answer = await _bounded(
+                h.replica_fetch.remote(self.broker_id, fetches), self._replica_call_timeout_s
             )
         except Exception:
             self.peers.failed(leader)
@@ -915,6 +937,49 @@ _Push = tuple[dict[TopicPartition, LeaderIsr], str] | _DeletingPush | _StopPush
 
 async def _await(ref: Any) -> Any:
     return await ref
+
+
+async def _bounded(ref: Any, timeout_s: float) -> Any:
+    """``await ref`` (an actor call's ref) for at most ``timeout_s`` wall seconds.
+
+    ``asyncio.wait_for`` would wrap the call in a task of its own and a waiter
+    future; a follower's fetcher makes one call after another for the whole
+    run. Here the ref's own future (``as_future``, Ray's ``ObjectRef`` and the
+    sim's ``SimRef`` alike; a future or task as it is) is awaited, and a timer
+    cancels it.
+
+    Raises:
+        TimeoutError: no answer within ``timeout_s``.
+    """
+    if asyncio.isfuture(ref):
+        fut = ref
+    elif hasattr(ref, "as_future"):
+        fut = ref.as_future()
+    else:
+        fut = asyncio.ensure_future(ref)
+    if fut.done():
+        return fut.result()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        if not fut.done():
+            expired = True
+            fut.cancel()
+
+    timer = asyncio.get_running_loop().call_later(timeout_s, expire)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if expired:
+            raise TimeoutError(f"no answer within {timeout_s} s") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+MIN_TIMER_S = 1e-6
+"""The shortest sleep of the coordinators' timer task (wall seconds)."""
 
 
 async def _long_poll(wake: asyncio.Event, timeout_s: float) -> None:

@@ -735,8 +735,12 @@ class ProtocolRun:
         return [i for i in range(len(self.hosts)) if i not in self.dead_hosts]
 
     def _live_stats(self) -> dict[str, Any]:
-        calls = {i: self.hosts[i].stats.remote() for i in self._live_indices()}
-        stats = list(self.gather(calls, 60).values())
+        stats: list[dict[str, Any]] = []
+        for i in self._live_indices():
+            try:
+                stats.append(self.system.peek(self.hosts[i], "stats", 60))
+            except self.system.ActorDied as exc:
+                self._host_lost(i, exc)
         out: dict[str, Any] = {"protocol": self.protocol}
         for key in (
             "members",
@@ -750,8 +754,8 @@ class ProtocolRun:
             out[key] = sum(int(s[key]) for s in stats)
         if self.producer is not None:
             with contextlib.suppress(Exception):
-                stats = self.system.get(self.producer.stats.remote(), 10)
-                out["produced"] = int(stats["produced"])
+                produced = self.system.peek(self.producer, "stats", 10)
+                out["produced"] = int(produced["produced"])
         return out
 
     def _wait_until(self, clock: Any, emu_ms: float, sc: Scenario) -> None:
@@ -976,6 +980,58 @@ class ProtocolRun:
                 yield refs[ref], self.system.get(ref, 0)
 
 
+def _run_protocol(
+    engine: RunEngine,
+    scenario: Scenario,
+    protocol: str,
+    out_path: Path,
+    run_id: str,
+    status: Status | None,
+    validate_events: bool,
+    manifest: dict[str, Any],
+    save: Callable[[], None],
+) -> ProtocolResult:
+    """One protocol's run on ``engine``; its entries go into ``manifest`` (then ``save``)."""
+    mine = engine.begin_protocol(protocol)
+    pr = ProtocolRun(
+        scenario,
+        protocol,
+        out_path,
+        run_id,
+        mine.zk_hosts,
+        status,
+        validate_events,
+        mine.storage,
+        system=mine.system,
+    )
+    pr.ensemble = mine.ensemble
+    pr.zk_base = mine.zk_base
+    pr.zk_auth = mine.zk_auth
+    pr.tap = mine.tap
+    pr.summarize_logs = mine.summarize_logs
+    try:
+        return pr.run()
+    finally:
+        engine.protocol_done(pr, manifest)
+        r = pr.result
+        if r is not None:
+            manifest["protocols"][protocol] = {
+                "status": r.status,
+                "wall_s": round(r.wall_s, 2),
+                "counts": r.summary.to_dict(),
+                "notes": r.notes,
+                "events_dir": f"{protocol}/events",
+                "placement": pr.placement_report,
+                "lost_hosts": sorted(pr.lost_hosts),
+                "lost_brokers": sorted(pr.lost_brokers),
+                "killed_actors": sorted(pr.killed_actors),
+                "resources": pr.resources,
+            }
+            storage_info = manifest.setdefault("event_storage", {"protocols": {}})
+            storage_info["protocols"][protocol] = pr.storage_report
+            save()
+
+
 def run_scenario(
     scenario: Scenario,
     protocols: list[str],
@@ -1051,46 +1107,31 @@ def run_scenario(
     results: list[ProtocolResult] = []
     try:
         engine.start(scenario, loc, out_path, manifest, partial(write_manifest, mpath, manifest))
-        for protocol in protocols:
-            mine = engine.begin_protocol(protocol)
-            pr = ProtocolRun(
+
+        save = partial(write_manifest, mpath, manifest)
+
+        def one(protocol: str, status: Status | None, save: Callable[[], None]) -> ProtocolResult:
+            return _run_protocol(
+                engine,
                 scenario,
                 protocol,
                 out_path,
                 run_id,
-                mine.zk_hosts,
                 status,
                 validate_events,
-                mine.storage,
-                system=mine.system,
+                manifest,
+                save,
             )
-            pr.ensemble = mine.ensemble
-            pr.zk_base = mine.zk_base
-            pr.zk_auth = mine.zk_auth
-            pr.tap = mine.tap
-            pr.summarize_logs = mine.summarize_logs
-            try:
-                result = pr.run()
-            finally:
-                engine.protocol_done(pr, manifest)
-                r = pr.result
-                if r is not None:
-                    manifest["protocols"][protocol] = {
-                        "status": r.status,
-                        "wall_s": round(r.wall_s, 2),
-                        "counts": r.summary.to_dict(),
-                        "notes": r.notes,
-                        "events_dir": f"{protocol}/events",
-                        "placement": pr.placement_report,
-                        "lost_hosts": sorted(pr.lost_hosts),
-                        "lost_brokers": sorted(pr.lost_brokers),
-                        "killed_actors": sorted(pr.killed_actors),
-                        "resources": pr.resources,
-                    }
-                    storage_info = manifest.setdefault("event_storage", {"protocols": {}})
-                    storage_info["protocols"][protocol] = pr.storage_report
-                    write_manifest(mpath, manifest)
-            results.append(result)
+
+        # The sim engine may run its protocols' worlds in forked processes (they
+        # share nothing: each has its own loop, streams and ensemble).
+        workers = min(int(getattr(engine, "workers", 1)), len(protocols))
+        if workers > 1:
+            from actors.sim.forked import run_forked
+
+            results = run_forked(protocols, workers, one, status, manifest, save)
+        else:
+            results = [one(protocol, status, save) for protocol in protocols]
         manifest["status"] = overall_status([r.status for r in results])
     except KeyboardInterrupt:
         manifest["status"] = "interrupted"

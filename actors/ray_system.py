@@ -49,6 +49,10 @@ class RaySystem:
         """``ray.get`` with a timeout."""
         return ray.get(refs, timeout=timeout)
 
+    def peek(self, handle: Any, method: str, timeout: float) -> Any:
+        """A call of ``method`` on the actor, waited for (``ray.get``)."""
+        return ray.get(getattr(handle, method).remote(), timeout=timeout)
+
     def wait(self, refs: Sequence[Any], timeout: float) -> list[Any]:
         """The refs ready within ``timeout`` (``ray.wait`` for all of them)."""
         if not refs:

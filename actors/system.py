@@ -68,6 +68,16 @@ class ActorSystem(Protocol):
         """The refs among ``refs`` that are resolved within ``timeout`` seconds."""
         ...
 
+    def peek(self, handle: Any, method: str, timeout: float) -> Any:
+        """What the driver shows of an actor (its live counters): ``method()``'s result.
+
+        The real engine calls the actor and waits (as :meth:`get`); the sim
+        reads the actor in place, between two of the simulated world's events,
+        without a message: watching the simulated world does not change it.
+        Raises :attr:`ActorDied` if the actor is gone.
+        """
+        ...
+
     def kill(self, handle: Any, *, no_restart: bool = True) -> None:
         """End an actor at once: no goodbye, no cleanup (``kill -9``)."""
         ...

@@ -174,11 +174,16 @@ def _protocols(values: Sequence[str] | None) -> list[str]:
 
 
 class _LiveStatus:
-    """A one-line live status (rich when on a terminal, plain lines otherwise)."""
+    """The live status: a line per protocol running (rich on a terminal, plain lines otherwise).
+
+    A protocol's line stays while it reports (about twice a second); a sim run
+    with ``--parallel`` shows several at once.
+    """
 
     def __init__(self) -> None:
         self._live: Any = None
         self._last_plain = 0.0
+        self._lines: dict[str, tuple[float, str]] = {}
         self.tty = sys.stderr.isatty()
 
     def __enter__(self) -> _LiveStatus:
@@ -210,17 +215,28 @@ class _LiveStatus:
             if st.get("protocol") == "zookeeper"
             else ""
         )
+        protocol = str(st.get("protocol"))
         line = (
-            f"[{st.get('protocol')}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
+            f"[{protocol}] {phase} [{bar}] {emu:6.1f}/{dur:.0f} s  "
             f"members {st.get('members', 0)}  produced {st.get('produced', 0)}  "
             f"processed {st.get('processed', 0)}  rebalances {st.get('rebalances', 0)}"
             f"{legacy}{extra}"
         )
+        now = monotonic_s()
+        self._lines[protocol] = (now, line)
+        for other, (at, _line) in list(self._lines.items()):
+            if other != protocol and now - at > STALE_STATUS_S:
+                del self._lines[other]  # that protocol has ended (or stopped reporting)
+        text = "\n".join(ln for _at, ln in self._lines.values())
         if self._live is not None:
-            self._live.update(line)
-        elif monotonic_s() - self._last_plain >= 5.0:
-            self._last_plain = monotonic_s()
-            print(line, file=sys.stderr, flush=True)
+            self._live.update(text)
+        elif now - self._last_plain >= 5.0:
+            self._last_plain = now
+            print(text, file=sys.stderr, flush=True)
+
+
+STALE_STATUS_S = 3.0
+"""A protocol's live line goes once it has not been updated for this long (wall seconds)."""
 
 
 def _print_summary(results: list[Any], out: Path | str) -> None:
@@ -317,6 +333,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--out {out} exists and is not empty (use --force to write into it)", EXIT_USAGE
         )
     seed = getattr(args, "seed", None)
+    parallel = getattr(args, "parallel", None)
     profile_spec = getattr(args, "profile", None)
     engine: object = None
     if engine_name == "sim":
@@ -328,7 +345,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 sim_options = {"profile": load_profile(profile_spec), "check": True}
             except ProfileError as exc:
                 return _fail(str(exc), EXIT_USAGE)
+        if parallel is not None and parallel < 1:
+            return _fail(f"--parallel must be at least 1, not {parallel}", EXIT_USAGE)
+        sim_options["workers"] = parallel if parallel is not None else (os.cpu_count() or 1)
         engine = importlib.import_module("actors.sim.run").SimEngine(seed=seed, **sim_options)
+    elif parallel is not None:
+        return _fail("--parallel runs sim worlds at once: use it with --engine sim", EXIT_USAGE)
     elif seed is not None:
         return _fail("--seed replays a run of the sim engine: use it with --engine sim", EXIT_USAGE)
     elif profile_spec is not None:
@@ -846,6 +868,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         force=False,
         engine=getattr(args, "engine", "real"),
         seed=getattr(args, "seed", None),
+        parallel=getattr(args, "parallel", None),
     )
     code = cmd_run(ns)
     if code not in (0, EXIT_FAILED, EXIT_DEGRADED) or not (Path(out) / "manifest.json").is_file():
@@ -895,6 +918,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --engine sim: run with this seed instead of the scenario's (the same "
         "seed replays a run exactly)",
+    )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        metavar="K",
+        help="with --engine sim: simulate K protocols at once, each in a worker process "
+        "(default: the machine's CPUs; the logs are the same for every K)",
     )
 
 

@@ -117,6 +117,11 @@ class SimEngine:
         summaries: read each protocol's logs back at its end for its result's
             summary (the manifest's ``counts``); ``explore`` runs without, and
             sums up only the runs it keeps.
+        workers: protocols simulated at once, each in a forked worker process
+            (:mod:`actors.sim.forked`; the same logs as one after the other).
+            A checked run (``check``) keeps its monitors in this process, so it
+            runs its protocols one after the other whatever this says, and so
+            does a run with a ``coordinator_factory``.
     """
 
     name = ENGINE_NAME
@@ -129,8 +134,10 @@ class SimEngine:
         check: bool = False,
         coordinator_factory: MakeCoordinatorFactory | None = None,
         summaries: bool = True,
+        workers: int = 1,
     ) -> None:
         self.seed = seed
+        self._workers = max(1, int(workers))
         self.profile = profile
         self.check = check
         self.coordinator_factory = coordinator_factory
@@ -144,6 +151,13 @@ class SimEngine:
         # after the run, closed, for inspection
         self.systems: dict[str, SimActorSystem] = {}
         self._gc_threshold: tuple[int, int, int] | None = None  # to restore at close
+
+    @property
+    def workers(self) -> int:
+        """How many protocols run at once (see the class's ``workers``)."""
+        if self.check or self.coordinator_factory is not None:
+            return 1
+        return self._workers
 
     def _seed(self, scenario: Scenario) -> int:
         return scenario.seed if self.seed is None else self.seed

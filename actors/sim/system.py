@@ -91,6 +91,10 @@ class SimRef:
     def __await__(self) -> Generator[Any, None, Any]:
         return self.future.__await__()
 
+    def as_future(self) -> asyncio.Future[Any]:
+        """The call's future on the loop (as Ray's ``ObjectRef.as_future``)."""
+        return self.future
+
     def __repr__(self) -> str:
         state = "done" if self.future.done() else "pending"
         return f"SimRef({self.label}, {state})"
@@ -411,6 +415,35 @@ class SimActorSystem:
             raise SimGetTimeout(f"{len(futs)} call(s) not answered within {timeout} s")
         results = [f.result() for f in futs]  # raises the first failure, as ray.get
         return results if many else results[0]
+
+    def peek(self, handle: Any, method: str, timeout: float) -> Any:
+        """``method()`` of the actor's instance, called in place, in its context.
+
+        No message travels and no virtual time passes: the driver's look at an
+        actor's counters (the live status, twice a virtual second) is not part
+        of the simulated world, so a run is the same whether it is watched or
+        not, and costs no latency draws. The method must not wait: an
+        ``async`` one is run to its end at once (:class:`RuntimeError` if it
+        awaits something). An actor not built yet is called over the network
+        (:meth:`get`).
+
+        Raises:
+            SimActorDied: the actor was killed.
+        """
+        h: SimHandle = handle
+        if h.actor.dead:
+            raise SimActorDied(f"actor {h.name} is dead")
+        if h.instance is None:
+            return self.get(self._call(h, method, ()), timeout)
+        out = h.actor.new_context().run(getattr(h.instance, method))
+        if type(out) is CoroutineType:
+            try:
+                out.send(None)
+            except StopIteration as done:
+                return done.value
+            out.close()
+            raise RuntimeError(f"{h.name}.{method}() waits: it cannot be peeked at")
+        return out
 
     def wait(self, refs: Sequence[Any], timeout: float) -> list[Any]:
         """The refs that resolve within ``timeout`` virtual seconds (all of them at best)."""

@@ -148,6 +148,15 @@ class CoordinatorHost:
         #: replica manager: an OffsetCommit for a partition missing from it is
         #: answered UNKNOWN_TOPIC_OR_PARTITION. ``None``: no check.
         self.metadata: Mapping[TopicPartition, int] | None = None
+        #: Called whenever the coordinators' timers may have changed (a request,
+        #: a partition loaded, unloaded or deleted): the broker's timer task
+        #: then looks again at :meth:`next_deadline`. ``None``: nobody listens.
+        self.on_change: Callable[[], None] | None = None
+
+    def changed(self) -> None:
+        """Tell :attr:`on_change` that the timers may have changed."""
+        if self.on_change is not None:
+            self.on_change()
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id`` (cached per group)."""
@@ -182,6 +191,7 @@ class CoordinatorHost:
         for g in list(self.coordinators):  # coordinators left from an earlier term
             if self.partition_for(g) == partition and g in self._loaded[partition]:
                 del self.coordinators[g]
+        self.changed()
 
     def unload_partition(self, partition: int, now_ms: float) -> None:
         """This broker no longer leads ``partition``: drop its groups' coordinators."""
@@ -190,6 +200,7 @@ class CoordinatorHost:
             if self.partition_for(g) != partition:
                 continue
             self._dispatch(self.coordinators.pop(g).unload(now_ms))
+        self.changed()
 
     def partitions_deleted(self, now_ms: float, partitions: Sequence[TopicPartition]) -> None:
         """``groupCoordinator.onPartitionsDeleted``: every group here loses their offsets.
@@ -207,6 +218,7 @@ class CoordinatorHost:
             for offsets in groups.values():
                 for tp in partitions:
                     offsets.pop(tp, None)
+        self.changed()
 
     def partitions_with_groups(self) -> set[int]:
         """The ``__consumer_offsets`` partitions whose :meth:`offsets_snapshot` is not empty.
@@ -279,6 +291,7 @@ class CoordinatorHost:
                 self._dispatch(coord.handle(now_ms, req, client_id=req.client_id))
             else:
                 self._dispatch(coord.handle(now_ms, req))
+        self.changed()
         return self._mailbox.pop(host_key, [])
 
     def take_commits(self) -> dict[int, int]:
@@ -346,6 +359,15 @@ class CoordinatorHost:
             self.heartbeat_gap_sum_ms += gap
             self.heartbeat_gap_max_ms = max(self.heartbeat_gap_max_ms, gap)
             self.heartbeat_gap_counts[bisect.bisect_left(HEARTBEAT_GAP_BOUNDS_MS, gap)] += 1
+
+    def next_deadline(self) -> float | None:
+        """The earliest timer of any coordinator here (emulated ms), or ``None``."""
+        earliest: float | None = None
+        for coord in self.coordinators.values():
+            deadline = coord.next_deadline()
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
+        return earliest
 
     def poll(self, now_ms: float) -> None:
         """Run the timers of every coordinator that has one due."""

@@ -837,6 +837,7 @@ class ReplicaManager:
             del self.partition_counts[t]
         for coord in coordinators.coordinators.values():
             coord.update_topics(now_ms, dict(self.partition_counts))
+        coordinators.changed()
 
     def stop_replica(self, tps: Iterable[TopicPartition]) -> list[BrokerOutput]:
         """``StopReplicaRequest`` with delete=true: drop the replicas of ``tps`` and their logs.

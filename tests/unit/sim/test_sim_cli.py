@@ -32,6 +32,8 @@ def test_run_on_the_sim_engine_with_a_seed(
         (["--engine", "sim", "--ray-address", "auto"], "--ray-address do not apply"),
         (["--engine", "sim", "--out", "s3://bucket/run"], "a local run directory"),
         (["--seed", "3"], "use it with --engine sim"),
+        (["--parallel", "2"], "use it with --engine sim"),
+        (["--engine", "sim", "--parallel", "0"], "--parallel must be at least 1"),
     ],
 )
 def test_what_the_sim_engine_refuses_is_one_line_and_exit_2(

@@ -75,9 +75,22 @@ def scenario(tmp_path: Path) -> Scenario:
 
 
 def test_every_protocol_runs_to_the_end_and_processes_every_offset(tmp_path: Path) -> None:
-    engine = SimEngine()
-    results = run_scenario(scenario(tmp_path), PROTOCOLS, tmp_path / "run", engine=engine)
+    # Two worlds at once, in forked workers: the logs are those of the
+    # protocols run one after the other (the pinned digests).
+    from tests.unit.sim.test_due_index_equivalence import EXPECTED
+
+    engine = SimEngine(workers=2)
+    seen: list[str] = []
+    results = run_scenario(
+        scenario(tmp_path),
+        PROTOCOLS,
+        tmp_path / "run",
+        engine=engine,
+        status=lambda st: seen.append(str(st["protocol"])),
+    )
+    assert [r.protocol for r in results] == PROTOCOLS
     assert [r.status for r in results] == ["completed"] * 4
+    assert set(seen) == set(PROTOCOLS)  # every worker's live status reached the driver
     for r in results:
         counts = r.summary.to_dict()
         assert counts["produced"] > 500, r.protocol
@@ -88,7 +101,14 @@ def test_every_protocol_runs_to_the_end_and_processes_every_offset(tmp_path: Pat
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["engine"]["name"] == "sim" and manifest["engine"]["seed"] == 7
+    assert sorted(manifest["protocols"]) == sorted(PROTOCOLS)
     assert sorted(manifest["engine"]["log_digest"]) == sorted(PROTOCOLS)
+    for protocol in PROTOCOLS:
+        pinned = EXPECTED.get(("sim-small", protocol))
+        assert pinned is None or manifest["engine"]["log_digest"][protocol] == pinned, protocol
+        counts = results[PROTOCOLS.index(protocol)].summary.to_dict()
+        assert manifest["protocols"][protocol]["counts"] == counts
+        assert protocol in manifest["event_storage"]["protocols"]
     assert manifest["run_id"].startswith("sim-sim-small-s7-")
     assert (tmp_path / "run" / "sim-engine.log").is_file()  # kazoo's log lines, off the terminal
     legacy = results[0].summary.to_dict()
