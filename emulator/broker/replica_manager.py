@@ -246,6 +246,9 @@ class ReplicaManager:
         # which would walk every partition this broker replicates each time).
         self._followers: dict[int, list[tuple[TopicPartition, Replica]]] = {}
         self._followers_dirty = True
+        #: Per follower, per partition: the answer last sent to it, with the
+        #: replica and leader epoch it came from (:meth:`_replica_answers`).
+        self._answered: dict[int, dict[TopicPartition, tuple[Replica, int, ReplicaFetchAnswer]]] = {}
 
     # ------------------------------------------------------------ produce
 
@@ -380,6 +383,15 @@ class ReplicaManager:
         :class:`~emulator.broker.messages.WakeReplicaFetch` of it or
         ``max_wait_ms``, then calls :meth:`replica_fetch_collect`.
 
+        An answer leaves out the partitions whose answer would leave the
+        follower's replica as it is: the same answer as the last one sent to
+        this follower for that partition, from the same replica and leader
+        epoch, to a fetch from the offset that answer gave it (Kafka's
+        incremental fetch sessions leave out unchanged partitions too, KIP-227;
+        the follower's state, and so the run, is the same as with every
+        partition answered, while the answers a run copies and applies shrink
+        to the partitions that moved).
+
         Args:
             now_ms: the emulated time.
             follower: the follower's broker id.
@@ -420,6 +432,9 @@ class ReplicaManager:
         """
         answers: dict[TopicPartition, ReplicaFetchAnswer] = {}
         answerable = False
+        answered = self._answered.get(follower)
+        if answered is None:
+            answered = self._answered[follower] = {}
         # Every fetch of a follower goes over each partition the follower
         # replicates from here, most of them idle: the loop body is kept to
         # what each partition needs (the same rules, read once).
@@ -468,10 +483,23 @@ class ReplicaManager:
                 )
             end = offset + max_n
             new_leo = leo if leo < end else end
-            answers[tp] = _answer(
-                ReplicaFetchAnswer,
-                (new_leo, hw if hw < new_leo else new_leo, rep.log_start, payload),
-            )
+            if hw > new_leo:
+                hw = new_leo
+            last = answered.get(tp)
+            if last is not None and last[0] is rep and last[1] == rep.leader_epoch:
+                a = last[2]
+                # The follower holds this answer already (it fetches from its
+                # new_leo): the same one again would change nothing there.
+                if (
+                    offset == new_leo == a[0]
+                    and a[1] == hw
+                    and a[2] == rep.log_start
+                    and a[3] is payload
+                ):
+                    continue
+            answer = _answer(ReplicaFetchAnswer, (new_leo, hw, rep.log_start, payload))
+            answers[tp] = answer
+            answered[tp] = (rep, rep.leader_epoch, answer)
         return answers, answerable
 
     def _follower_index(self) -> dict[int, list[tuple[TopicPartition, Replica]]]:
