@@ -15,7 +15,20 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-PY="${PYTHON:-python3}"
+
+# The interpreter of a new .venv: $PYTHON if set; else the distribution's
+# /usr/bin/python3 when it is 3.11 or newer (Debian builds it with PGO and
+# LTO: the sim engine runs ~10% faster on it than on a default pyenv build,
+# whose libpython is shared and not profile-optimized); else python3 on PATH.
+# An existing .venv keeps the interpreter it was made with.
+pick_python() {
+    if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        echo /usr/bin/python3; return
+    fi
+    echo python3
+}
+PY="$(pick_python)"
 
 log() { printf 'local.sh: %s\n' "$*" >&2; }
 die() { printf 'local.sh: error: %s\n' "$*" >&2; exit 1; }
