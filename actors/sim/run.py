@@ -33,6 +33,7 @@ import gc
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -150,6 +151,7 @@ class SimEngine:
         # each protocol's actor system (its loop is the protocol's world), kept
         # after the run, closed, for inspection
         self.systems: dict[str, SimActorSystem] = {}
+        self._cpu0: dict[str, float] = {}  # the process's CPU seconds when each world began
         self._gc_threshold: tuple[int, int, int] | None = None  # to restore at close
 
     @property
@@ -217,6 +219,7 @@ class SimEngine:
         if scenario is None or self._storage is None:
             raise RuntimeError("SimEngine.begin_protocol before start")
         profile = self.profile
+        self._cpu0[protocol] = time.process_time()
         if self._gc_threshold is None:
             self._gc_threshold = gc.get_threshold()
             t0, t1, t2 = self._gc_threshold
@@ -305,6 +308,11 @@ class SimEngine:
             engine.setdefault("checks", {})[run.protocol] = check_record(monitor, run.protocol)
         engine.setdefault("log_digest", {})[run.protocol] = log_digest(run.dir / "events")
         engine.setdefault("virtual_s", {})[run.protocol] = round(loop.time(), 3)
+        # what the world cost this process (its worker's, with --parallel): the
+        # figure to compare on a loaded machine, where wall times mislead
+        engine.setdefault("cpu_s", {})[run.protocol] = round(
+            time.process_time() - self._cpu0.get(run.protocol, 0.0), 3
+        )
         if errors:
             run.notes.append(
                 f"{len(errors)} error(s) in simulated actors' callbacks; the first: "

@@ -94,6 +94,9 @@ from emulator.settings import BrokerSettings
 _answer = tuple.__new__
 """Builds a named tuple from its fields' tuple (``_make``'s way, without its Python frames)."""
 
+_Sent = tuple[Replica, int, ReplicaFetchAnswer]
+"""An answer sent to a follower for one partition, and the leader replica and epoch it came from."""
+
 _NOT_LEADER_REPLICA_ANSWER = ReplicaFetchAnswer(NOT_LEADER, NOT_LEADER, NOT_LEADER, None)
 """A replica fetch's answer for a partition this broker does not lead (immutable: shared)."""
 
@@ -248,7 +251,7 @@ class ReplicaManager:
         self._followers_dirty = True
         #: Per follower, per partition: the answer last sent to it, with the
         #: replica and leader epoch it came from (:meth:`_replica_answers`).
-        self._answered: dict[int, dict[TopicPartition, tuple[Replica, int, ReplicaFetchAnswer]]] = {}
+        self._answered: dict[int, dict[TopicPartition, _Sent]] = {}
 
     # ------------------------------------------------------------ produce
 
@@ -400,8 +403,10 @@ class ReplicaManager:
                 wait for data (0: answer at once).
         """
         out: list[BrokerOutput] = []
-        answers, answerable = self._replica_answers(follower, fetches, now_ms, out)
+        sent: list[tuple[TopicPartition, _Sent]] = []
+        answers, answerable = self._replica_answers(follower, fetches, now_ms, out, sent)
         if answerable or max_wait_ms <= 0 or not fetches:
+            self._answered[follower].update(sent)
             return ReplicaFetchResult(answers, out)
         wait = self.replica_waits.park(now_ms, follower, fetches, max_wait_ms)
         return ReplicaFetchResult({}, out, wait)
@@ -415,7 +420,9 @@ class ReplicaManager:
         true)``; K@0.8.2.2 ``DelayedFetch.respond``).
         """
         self.replica_waits.done(wait)
-        answers, _ = self._replica_answers(wait.follower, wait.fetches, None, [])
+        sent: list[tuple[TopicPartition, _Sent]] = []
+        answers, _ = self._replica_answers(wait.follower, wait.fetches, None, [], sent)
+        self._answered[wait.follower].update(sent)
         return answers
 
     def _replica_answers(
@@ -424,11 +431,15 @@ class ReplicaManager:
         fetches: Mapping[TopicPartition, int],
         record_ms: float | None,
         out: list[BrokerOutput],
+        sent: list[tuple[TopicPartition, _Sent]],
     ) -> tuple[dict[TopicPartition, ReplicaFetchAnswer], bool]:
         """Each partition's answer, and whether one of them has data or an error.
 
         ``record_ms`` not None: the fetch arrives now (record the follower's
         LEO and time, move the HW, maybe expand the ISR, into ``out``).
+        Partitions whose answer would change nothing at the follower are left
+        out (see :meth:`replica_fetch`); the answers made go into ``sent``,
+        for the caller to remember once they are sent (a parked fetch's are not).
         """
         answers: dict[TopicPartition, ReplicaFetchAnswer] = {}
         answerable = False
@@ -499,7 +510,7 @@ class ReplicaManager:
                     continue
             answer = _answer(ReplicaFetchAnswer, (new_leo, hw, rep.log_start, payload))
             answers[tp] = answer
-            answered[tp] = (rep, rep.leader_epoch, answer)
+            sent.append((tp, (rep, rep.leader_epoch, answer)))
         return answers, answerable
 
     def _follower_index(self) -> dict[int, list[tuple[TopicPartition, Replica]]]:

@@ -4,7 +4,8 @@
 What it measures: the wall and process-CPU seconds of one ``run_scenario`` of
 a bundled scenario (default ``quickstart``) under every protocol (on the sim,
 each protocol's CPU seconds too: what to compare on a loaded machine), on the sim
-engine (``--repeat`` times; the median is reported) and, with ``--real``, once
+engine (``--repeat`` times, ``--parallel`` protocols at once as ``run --engine
+sim`` does; the median is reported) and, with ``--real``, once
 on the real engine (embedded ZooKeeper, local Ray). The sim's runs must also be
 replays of each other: the per-protocol log digests of every repeat are compared
 and the result says whether they agree.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -43,49 +45,45 @@ PROTOCOLS = ["zookeeper", "classic-eager", "classic-cooperative", "consumer"]
 
 
 def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    """This process's CPU seconds and its reaped children's (the sim's forked workers)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
 
 
-def run_once(scenario_name: str, engine: str, out: Path) -> dict[str, Any]:
-    """One run of every protocol; its wall and CPU seconds, statuses and digests."""
+def run_once(scenario_name: str, engine: str, out: Path, parallel: int) -> dict[str, Any]:
+    """One run of every protocol; its wall and CPU seconds, statuses and digests.
+
+    On the sim, ``parallel`` protocols run at once in forked workers (what
+    ``rebalance-emu run --engine sim`` does by default); each world's CPU
+    seconds come from the manifest (``engine.cpu_s``), the workers' included.
+    """
     from actors.orchestrator import run_scenario
     from emulator.scenario import bundled_scenarios, load_scenario
 
     scenario = load_scenario(bundled_scenarios()[scenario_name])
     sim: Any = None
-    per_cpu: dict[str, float] = {}
     if engine == "sim":
         from actors.sim.run import SimEngine
 
-        sim = SimEngine()
-        # each protocol's CPU seconds, from its world's start to its end (logs
-        # summed up and digested included)
-        begin, done = sim.begin_protocol, sim.protocol_done
-        started: dict[str, float] = {}
-
-        def begin_protocol(protocol: str) -> Any:
-            started[protocol] = _cpu_s()
-            return begin(protocol)
-
-        def protocol_done(run: Any, manifest: dict[str, Any]) -> None:
-            done(run, manifest)
-            per_cpu[run.protocol] = round(_cpu_s() - started[run.protocol], 2)
-
-        sim.begin_protocol, sim.protocol_done = begin_protocol, protocol_done
+        sim = SimEngine(workers=parallel)
     t0, c0 = time.monotonic(), _cpu_s()
     results = run_scenario(scenario, PROTOCOLS, out, engine=sim)
     wall, cpu = time.monotonic() - t0, _cpu_s() - c0
     manifest = json.loads((out / "manifest.json").read_text())
+    eng = manifest.get("engine", {})
     return {
         "engine": engine,
+        "parallel": parallel if engine == "sim" else None,
         "wall_s": round(wall, 2),
-        "driver_cpu_s": round(cpu, 2),
-        "per_protocol_cpu_s": per_cpu,
+        "cpu_s": round(cpu, 2),
+        "per_protocol_cpu_s": eng.get("cpu_s", {}),
         "statuses": {r.protocol: r.status for r in results},
         "per_protocol_wall_s": {r.protocol: round(r.wall_s, 2) for r in results},
         "duplicates": {r.protocol: r.summary.to_dict()["duplicates"] for r in results},
-        "log_digest": manifest.get("engine", {}).get("log_digest", {}),
+        "log_digest": eng.get("log_digest", {}),
     }
 
 
@@ -94,6 +92,12 @@ def main() -> int:
     p.add_argument("--scenario", default="quickstart")
     p.add_argument("--repeat", type=int, default=3, help="sim runs (the median is reported)")
     p.add_argument("--real", action="store_true", help="also one run on the real engine")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="sim protocols at once (default: the CPUs, as `run --engine sim`)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "bench" / "results" / "sim.json")
     args = p.parse_args()
     started = time.time()
@@ -101,13 +105,13 @@ def main() -> int:
     sims: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
         for i in range(max(1, args.repeat)):
-            r = run_once(args.scenario, "sim", Path(tmp) / f"sim-{i}")
+            r = run_once(args.scenario, "sim", Path(tmp) / f"sim-{i}", args.parallel)
             sims.append(r)
             print(
-                f"sim run {i + 1}: {r['wall_s']:.1f} s wall, {r['driver_cpu_s']:.1f} s CPU "
+                f"sim run {i + 1}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.1f} s CPU "
                 f"({', '.join(f'{p} {c:.2f}' for p, c in r['per_protocol_cpu_s'].items())})"
             )
-        real = run_once(args.scenario, "real", Path(tmp) / "real") if args.real else None
+        real = run_once(args.scenario, "real", Path(tmp) / "real", 1) if args.real else None
     sim_wall = statistics.median(r["wall_s"] for r in sims)
     digests = [json.dumps(r["log_digest"], sort_keys=True) for r in sims]
     doc.update(

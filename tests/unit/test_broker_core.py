@@ -358,9 +358,35 @@ def test_a_follower_fetch_with_data_or_an_error_is_answered_at_once() -> None:
     assert got.wait is None and got.answers[TP].new_leo == 3
     got = b.rm.replica_fetch(now, 1, {TP: 3, (T, 9): 0}, REPLICA_WAIT_MS)  # (t, 9): not led
     assert got.wait is None and got.answers[(T, 9)].new_leo == NOT_LEADER
+    assert got.answers[TP] == ReplicaFetchAnswer(3, 3, 0, None)  # the HW moved: answered
     got = b.rm.replica_fetch(now, 1, {TP: 3}, 0.0)  # no wait asked
-    assert got.wait is None and got.answers == {TP: ReplicaFetchAnswer(3, 3, 0, None)}
+    # The same answer again would change nothing at the follower: left out.
+    assert got.wait is None and got.answers == {}
     assert b.rm.replica_waits.waits == {} and b.rm.replica_waits.parked == {}
+
+
+def test_a_follower_is_answered_what_would_change_its_replica_and_nothing_else() -> None:
+    b = Broker()
+    b.lead(isr=(0, 1))
+    now = b.clock.now_ms()
+    idle = {TP: 0}
+    assert b.rm.replica_fetch(now, 1, idle, 0.0).answers == {TP: ReplicaFetchAnswer(0, 0, 0, None)}
+    assert b.rm.replica_fetch(now, 1, idle, 0.0).answers == {}  # it holds that answer
+    assert b.rm.replica_fetch(now, 2, idle, 0.0).answers == {TP: ReplicaFetchAnswer(0, 0, 0, None)}
+    # A parked fetch's look at the log on arrival is not an answer: what the
+    # follower gets when the fetch is answered is compared with what it holds.
+    got = b.rm.replica_fetch(now, 1, idle, REPLICA_WAIT_MS)
+    assert got.wait is not None
+    b.rm.produce({TP: 2})
+    assert b.rm.replica_fetch_collect(got.wait) == {TP: ReplicaFetchAnswer(2, 0, 0, None)}
+    # Another fetch offset than the one it was given: answered again.
+    assert b.rm.replica_fetch(now, 1, {TP: 1}, 0.0).answers[TP].new_leo == 2
+    caught_up = {TP: ReplicaFetchAnswer(2, 2, 0, None)}
+    assert b.rm.replica_fetch(now, 1, {TP: 2}, 0.0).answers == caught_up
+    assert b.rm.replica_fetch(now, 1, {TP: 2}, 0.0).answers == {}
+    # A new leader epoch: the follower may have been told otherwise meanwhile.
+    b.rm.leader_and_isr(now, {TP: (0, 1, (0, 1), 0, 1)}, [0, 1], {TP: [0, 1]})
+    assert b.rm.replica_fetch(now, 1, {TP: 2}, 0.0).answers == caught_up
 
 
 def test_a_follower_fetch_with_nothing_new_parks_until_an_append() -> None:

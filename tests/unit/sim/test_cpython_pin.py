@@ -93,9 +93,12 @@ def code_digest(fn: Callable[..., Any]) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                if isinstance(first.value.value, str):
-                    node.body = node.body[1:] or [ast.Pass()]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = node.body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.unparse(tree).encode()).hexdigest()[:16]
 
 
