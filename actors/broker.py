@@ -451,7 +451,10 @@ class BrokerCore(Locatable):
             self._acks[p.waiter] = futs[tp]
         self._apply(step.outputs)
         if step.pending:
-            await asyncio.wait(futs.values(), timeout=self.ctx.scaled_s(PRODUCE_ACK_TIMEOUT_MS))
+            if not all(f.done() for f in futs.values()):  # else committed at once (ISR = leader)
+                await asyncio.wait(
+                    futs.values(), timeout=self.ctx.scaled_s(PRODUCE_ACK_TIMEOUT_MS)
+                )
             for tp, p in step.pending.items():
                 fut = futs[tp]
                 if not fut.done():

@@ -235,7 +235,7 @@ def _add_span(spans: list[tuple[int, int]], s: int, e: int) -> None:
 
 def _overlapping(spans: list[tuple[int, int]], s: int, e: int) -> tuple[int, int] | None:
     """The first of sorted disjoint spans that shares an offset with ``[s, e)``."""
-    i = bisect.bisect_right(spans, s, key=lambda sp: sp[0])
+    i = bisect.bisect_right(spans, (s, math.inf))  # the first span starting after s
     for k in (i - 1, i):
         if 0 <= k < len(spans) and spans[k][0] < e and s < spans[k][1]:
             return spans[k]
@@ -723,9 +723,13 @@ def _invalid(
 # ----------------------------------------------------------------- data path
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch:
-    """One processed batch (``processed_batches``): ``[t0, t1]`` over offsets ``[os, oe)``."""
+    """One processed batch (``processed_batches``): ``[t0, t1]`` over offsets ``[os, oe)``.
+
+    ``entry`` is the ``processed`` event as it arrived; its :class:`EventRef` is
+    made only when a finding names the batch (:attr:`ref`).
+    """
 
     t0: float
     t1: float
@@ -734,7 +738,12 @@ class _Batch:
     group: str | None
     os: int
     oe: int
-    ref: EventRef
+    entry: Entry
+
+    @property
+    def ref(self) -> EventRef:
+        """The batch's event."""
+        return ref_of(self.entry)
 
 
 class _Busy:
@@ -789,7 +798,11 @@ class Processing:
         if not t1 > t0:
             return None
         group = _s(ev.get("group"))
-        b = _Batch(t0, t1, who_of(ev), member_of(ev) or "?", group, os_, oe, ref_of(entry))
+        name = _s(ev.get("member"))
+        mid = _s(ev.get("member_id"))
+        # who_of and member_of, inlined: every processed batch passes here
+        member = (name if name is not None else mid) or "?"
+        b = _Batch(t0, t1, mid or name or "?", member, group, os_, oe, entry)
         busy = self.busy[tp]
         found: Finding | None = None
         if tp not in self.reported and self.early():
@@ -841,7 +854,7 @@ def _processing(
         members,
         w0,
         w1,
-        tuple(b.ref for b in sorted(batches, key=lambda b: b.ref.index)),
+        tuple(b.ref for b in sorted(batches, key=lambda b: b.entry[0])),
         f"{', '.join(members)} processed {what} of {tp[0]}:{tp[1]} "
         f"between {w0:.1f} and {w1:.1f} ms",
         offset_start=min(b.os for b in batches),

@@ -215,7 +215,9 @@ class Monitor:
         if kind in TRACE_KINDS:
             self.actions.append(entry)
         protocol = event.get("protocol")
-        run = self._run(protocol if isinstance(protocol, str) else "")
+        run = self._runs.get(protocol) if type(protocol) is str else None
+        if run is None:
+            run = self._run(protocol if isinstance(protocol, str) else "")
         if run.finished:
             self.after_finish += 1
             return
@@ -223,7 +225,10 @@ class Monitor:
         if kind == K.RUN_STARTED:
             self._read_mode(run, event.get("detail"))
         t = event.get("t_emu_ms")
-        t_ms = float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
+        if type(t) is float:  # what every writer stamps: the rest is for a bad event
+            t_ms: float | None = t
+        else:
+            t_ms = float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
         if t_ms is None:
             t_ms = run.t if run.t is not None else 0.0
         if run.t is None or t_ms > run.t:
