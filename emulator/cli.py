@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import Any
 
@@ -456,7 +457,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     print(
         f"exploring {scenario.name} under {', '.join(protocols)}: seeds {seeds[0]}..{seeds[-1]}, "
-        f"profile {profile.name}, {args.parallel} at a time -> {out}",
+        f"profile {profile.name}, {args.parallel} at a time"
+        f"{' on Ray at ' + args.ray_address if args.ray_address and args.parallel > 1 else ''} "
+        f"-> {out}",
         file=sys.stderr,
     )
     xp = importlib.import_module("actors.sim.explore")
@@ -469,6 +472,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
                 profile,
                 out,
                 parallel=args.parallel,
+                ray_address=getattr(args, "ray_address", None),
                 keep_going=args.keep_going,
                 shrink=args.shrink,
                 scenario_arg=args.scenario,
@@ -476,6 +480,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
             )
     except KeyboardInterrupt as exc:
         return _fail(f"interrupted; what was found so far is in {out}", _exit_code(exc))
+    except BrokenExecutor as exc:  # a forked worker died (killed, out of memory)
+        return _fail(f"an explore worker process died: {exc}; what was found so far is in {out}")
     failed = 0
     for protocol in protocols:
         for o in result.failed.get(protocol, []):
@@ -1133,7 +1139,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="K",
-        help="seeds at once; above 1 they run as Ray tasks (local Ray by default)",
+        help="seeds at once; above 1 they run in batches in K worker processes on this "
+        "machine, or as Ray tasks with --ray-address",
+    )
+    xp.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="with --parallel: run the batches as Ray tasks on this cluster (auto, host:port, "
+        "or local for a local Ray)",
     )
     xp.add_argument(
         "--out", metavar="DIR", help="where findings go (default runs/explore-<name>-<time>)"

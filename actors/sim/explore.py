@@ -9,7 +9,9 @@ every seed; the seed draws the schedule.
 
 Seeds ``first .. first + n - 1`` are run per protocol, in order; exploring a
 protocol stops at its first violating seed (unless ``keep_going``). With
-``parallel > 1`` the seeds run as Ray tasks in batches; a violation at seed
+``parallel > 1`` the seeds run in batches, ``parallel`` at once: in worker
+processes forked from this one (on this machine), or as Ray tasks on a Ray
+cluster (``ray_address``; ``"local"`` starts a local Ray). A violation at seed
 ``s`` cancels batches of larger seeds and lets smaller ones finish, so the
 seed reported is the *smallest* violating one whatever the parallelism.
 
@@ -26,9 +28,15 @@ a kept run's logs are read back for its summary (the manifest's ``counts``).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import contextlib
+import ctypes
 import json
+import multiprocessing
+import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -62,7 +70,7 @@ __all__ = [
 ]
 
 BATCH_SEEDS = 20
-"""Seeds per Ray task with ``parallel > 1`` (each task reuses its imported modules)."""
+"""Seeds per batch with ``parallel > 1`` (a worker or a Ray task runs one batch at a time)."""
 TRACE_LIMIT = 200
 """Events of a violation's trace about its partition or members (design §5.3)."""
 
@@ -244,6 +252,7 @@ def explore(
     out_dir: Path,
     *,
     parallel: int = 1,
+    ray_address: str | None = None,
     keep_going: bool = False,
     shrink: bool = False,
     coordinator_factory: MakeCoordinatorFactory | None = None,
@@ -255,8 +264,12 @@ def explore(
     """Run ``seeds`` of ``scenario`` under each protocol, checked; see the module docstring.
 
     Args:
-        parallel: seeds at once; above 1 they run as Ray tasks (local Ray, or
-            the cluster ``ray.init`` finds).
+        parallel: seeds at once; above 1 they run in batches in worker
+            processes forked from this one, or as Ray tasks with ``ray_address``.
+        ray_address: run the batches as Ray tasks on this cluster (``"local"``:
+            a local Ray; ``"auto"``: the one ``ray.init`` finds); ``None``:
+            forked workers on this machine (no Ray: its processes would take a
+            share of the cores the seeds need).
         keep_going: run every seed even after a violation (each protocol's
             smallest violating seed is still the one reported).
         shrink: take away the profile's freedoms one at a time while the found
@@ -284,9 +297,17 @@ def explore(
     for protocol in protocols:
         keep = out_dir / f"{protocol}-s{{seed}}"
         if parallel > 1:
-            outcomes = _explore_ray(
-                scenario, protocol, seeds, profile, parallel, keep_going, tell, progress_every_s
+            runner: BatchRunner = (
+                _ForkBatches(scenario, protocol, profile, keep_going, parallel)
+                if ray_address is None
+                else _RayBatches(scenario, protocol, profile, keep_going, ray_address)
             )
+            try:
+                outcomes = _explore_batches(
+                    runner, protocol, seeds, parallel, keep_going, tell, progress_every_s
+                )
+            finally:
+                runner.close()
         else:
             outcomes = _explore_here(
                 scenario,
@@ -444,9 +465,11 @@ def _explore_here(
     return outcomes
 
 
-def _progress(protocol: str, done: int, total: int, outcomes: Sequence[SeedOutcome]) -> str:
+def _progress(
+    protocol: str, done: int, total: int, outcomes: Sequence[SeedOutcome], parallel: int = 1
+) -> str:
     mean = sum(o.wall_s for o in outcomes) / max(1, len(outcomes))
-    left = (total - done) * mean
+    left = (total - done) * mean / max(1, parallel)
     bad = sum(1 for o in outcomes if o.violation is not None)
     return (
         f"{protocol}: {done}/{total} seeds, {bad} with a violation, {mean:.2f} s per seed, "
@@ -471,6 +494,10 @@ class BatchRunner(Protocol):
 
     def cancel(self, handle: Any) -> None:
         """Stop a batch; its outcomes are not wanted."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the workers (bounded)."""
         ...
 
 
@@ -528,12 +555,19 @@ def run_batches(
 class _RayBatches:
     """:class:`BatchRunner` on Ray: one task per batch, one CPU each."""
 
-    def __init__(self, scenario: Scenario, protocol: str, profile: Profile, keep_going: bool):
+    def __init__(
+        self,
+        scenario: Scenario,
+        protocol: str,
+        profile: Profile,
+        keep_going: bool,
+        address: str = "local",
+    ):
         import ray
 
         from actors.ray_session import ensure_ray
 
-        ensure_ray(None)
+        ensure_ray(None if address == "local" else address)
         self._ray = ray
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run_batch)
         self._args = (scenario, protocol)
@@ -554,26 +588,86 @@ class _RayBatches:
     def cancel(self, handle: Any) -> None:
         self._ray.cancel(handle, force=True)
 
+    def close(self) -> None:
+        pass  # Ray stays up for the process (the next protocol's batches)
 
-def _explore_ray(
-    scenario: Scenario,
+
+class _ForkBatches:
+    """:class:`BatchRunner` on this machine: ``parallel`` workers forked from this process.
+
+    The workers inherit the imported modules (no start-up per worker beyond the
+    fork) and die with this process (``PR_SET_PDEATHSIG``); a terminal's Ctrl-C
+    is this process's to handle (the workers ignore SIGINT and are stopped by
+    :meth:`close`). A batch that has started cannot be stopped: its outcomes
+    are dropped. A worker that dies fails its batch (``BrokenProcessPool``),
+    which ends the exploration with that error.
+    """
+
+    def __init__(
+        self, scenario: Scenario, protocol: str, profile: Profile, keep_going: bool, parallel: int
+    ) -> None:
+        self._pool = cf.ProcessPoolExecutor(
+            max_workers=parallel,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_worker_init,
+            initargs=(os.getpid(),),
+        )
+        self._args = (scenario, protocol)
+        self._profile = profile
+        self._keep_going = keep_going
+
+    def submit(self, seeds: list[int]) -> Any:
+        return self._pool.submit(_run_batch, *self._args, seeds, self._profile, self._keep_going)
+
+    def ready(self, handles: list[Any], timeout_s: float) -> list[Any]:
+        done, _ = cf.wait(handles, timeout=timeout_s, return_when=cf.FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle: Any) -> list[SeedOutcome]:
+        got: list[SeedOutcome] = handle.result()
+        return got
+
+    def cancel(self, handle: Any) -> None:
+        handle.cancel()
+
+    def close(self) -> None:
+        pool = self._pool
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:  # a started batch runs on otherwise: stop it
+            with contextlib.suppress(Exception):
+                proc.terminate()
+        for proc in processes:
+            with contextlib.suppress(Exception):
+                proc.join(5.0)
+
+
+def _worker_init(parent: int) -> None:
+    """A forked explore worker: dies with the parent, leaves Ctrl-C to it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _explore_batches(
+    runner: BatchRunner,
     protocol: str,
     seeds: Sequence[int],
-    profile: Profile,
     parallel: int,
     keep_going: bool,
     tell: Say,
     every_s: float,
 ) -> list[SeedOutcome]:
-    """Batches of seeds as Ray tasks, ``parallel`` at once; the smallest violating seed wins."""
+    """Batches of seeds, ``parallel`` at once; the smallest violating seed wins."""
     last = [time.monotonic()]
 
     def progress(outcomes: list[SeedOutcome]) -> None:
         if time.monotonic() - last[0] >= every_s:
             last[0] = time.monotonic()
-            tell(_progress(protocol, len(outcomes), len(seeds), outcomes))
+            tell(_progress(protocol, len(outcomes), len(seeds), outcomes, parallel))
 
-    runner = _RayBatches(scenario, protocol, profile, keep_going)
     return run_batches(runner, seeds, parallel, keep_going, progress)
 
 

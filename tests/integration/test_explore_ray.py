@@ -20,7 +20,9 @@ def test_seeds_on_ray_replay_the_in_process_runs(ray_local: None, tmp_path: Path
     sc = scenario(tmp_path)
     seeds = [3, 4, 5]
     here = explore(sc, ["consumer"], seeds, EXPLORE, tmp_path / "here")
-    there = explore(sc, ["consumer"], seeds, EXPLORE, tmp_path / "ray", parallel=2)
+    there = explore(
+        sc, ["consumer"], seeds, EXPLORE, tmp_path / "ray", parallel=2, ray_address="local"
+    )
 
     def runs(r: ExploreResult) -> list[tuple[int, str, str]]:
         return [(o.seed, o.status, o.digest) for o in r.outcomes["consumer"]]

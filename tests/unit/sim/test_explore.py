@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import multiprocessing
 import random
 import sys
 from pathlib import Path
@@ -373,3 +374,21 @@ def test_keep_going_runs_every_seed() -> None:
     outcomes = run_batches(runner, list(range(1, 101)), 3, True, batch_size=10)
     assert [o.seed for o in outcomes] == list(range(1, 101))
     assert [o.seed for o in outcomes if o.violation] == [27, 45, 61] and runner.cancelled == []
+
+
+def test_seeds_in_forked_workers_replay_the_in_process_runs(tmp_path: Path) -> None:
+    """``parallel`` > 1 without Ray: batches in worker processes forked from this one
+    give each seed the same run as here (the same log digest), in seed order."""
+    sc = small_scenario(tmp_path)
+    seeds = [3, 4, 5]
+    here = explore(sc, ["consumer"], seeds, EXPLORE, tmp_path / "here")
+    forked = explore(sc, ["consumer"], seeds, EXPLORE, tmp_path / "forked", parallel=2)
+
+    def runs(r: Any) -> list[tuple[int, str, str]]:
+        return [(o.seed, o.status, o.digest) for o in r.outcomes["consumer"]]
+
+    assert runs(forked) == runs(here)
+    assert [s for s, st, d in runs(forked)] == seeds
+    assert all(st == "completed" and len(d) == 64 for _s, st, d in runs(forked))
+    assert forked.found == {} and forked.checked == {"consumer": 3}
+    assert multiprocessing.active_children() == []  # the workers are gone
