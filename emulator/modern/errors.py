@@ -16,6 +16,8 @@ class Errors(enum.Enum):
     UNKNOWN_SERVER_ERROR = (-1, False)
     NONE = (0, False)
     UNKNOWN_TOPIC_OR_PARTITION = (3, True)  # an InvalidMetadataException
+    NOT_LEADER_OR_FOLLOWER = (6, True)  # an InvalidMetadataException
+    NETWORK_EXCEPTION = (13, True)  # the connection broke before the answer came
     COORDINATOR_LOAD_IN_PROGRESS = (14, True)
     COORDINATOR_NOT_AVAILABLE = (15, True)
     NOT_COORDINATOR = (16, True)

@@ -325,6 +325,17 @@ class StopFetching:
 
 
 @dataclass(frozen=True)
+class ShareAssignment:
+    """A share member's partitions from now on (KIP-932: no revocation step).
+
+    The host fetches from these with ShareFetch; a partition that goes stops
+    being fetched (acknowledgements for its records still go to its leader).
+    """
+
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
 class RequestMetadata:
     """Send a MetadataRequest for this member (its host makes the call, one at a time).
 
@@ -344,7 +355,7 @@ class RequestMetadata:
     allow_auto_create: bool = False
 
 
-Effect = Emit | StartFetching | StopFetching | RequestMetadata
+Effect = Emit | StartFetching | StopFetching | RequestMetadata | ShareAssignment
 """What a member does besides sending group requests: log, start or stop fetching,
 ask for metadata."""
 

@@ -4,11 +4,12 @@
 What it measures: for each scenario (default ``claim-race`` and
 ``zombie-double-consume``) and protocol, ``--seeds`` seeds of ``explore``
 (profile ``explore``, the online checks armed, a run stopping at its first
-violation), ``--parallel`` at a time (1: in this process; more: Ray tasks).
-Per cell: wall and process CPU seconds (this process's; with Ray, the workers'
-CPU is not counted) and, in process, CPU seconds per seed (what to compare on a
-loaded machine), seeds per minute, violations found (their seeds and kinds),
-failed runs, and the wall time 1,000 seeds would take at that rate.
+violation), ``--parallel`` at a time (1: in this process; more: forked
+workers, or Ray tasks with ``--ray-address``, as ``explore`` runs them).
+Per cell: wall and CPU seconds (this process's and its forked workers'; with
+Ray, the workers' CPU is not counted) and CPU seconds per seed (what to
+compare on a loaded machine), seeds per minute, violations found (their seeds
+and kinds), failed runs, and the wall time 1,000 seeds would take at that rate.
 
 The issue's target: at least 1,000 seeds of each of the two scenarios per
 protocol, each in under 10 minutes on this 2-core machine, nothing else
@@ -20,6 +21,7 @@ Usage::
 
     .venv/bin/python tests/bench/bench_explore.py --seeds 20
     .venv/bin/python tests/bench/bench_explore.py --seeds 1000 --parallel 2
+    .venv/bin/python tests/bench/bench_explore.py --seeds 100 --parallel 2 --ray-address local
 """
 
 from __future__ import annotations
@@ -43,11 +45,22 @@ SCENARIOS = ["claim-race", "zombie-double-consume"]
 
 
 def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    """This process's CPU seconds and its reaped children's (the forked workers')."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
 
 
-def cell(scenario_name: str, protocol: str, seeds: int, parallel: int, out: Path) -> dict[str, Any]:
+def cell(
+    scenario_name: str,
+    protocol: str,
+    seeds: int,
+    parallel: int,
+    out: Path,
+    ray_address: str | None = None,
+) -> dict[str, Any]:
     """One scenario x protocol: ``seeds`` seeds explored; its costs and findings."""
     from actors.sim.explore import explore
     from emulator.scenario import bundled_scenarios, load_scenario
@@ -62,6 +75,7 @@ def cell(scenario_name: str, protocol: str, seeds: int, parallel: int, out: Path
         EXPLORE,
         out,
         parallel=parallel,
+        ray_address=ray_address,
         keep_going=True,
         say=lambda m: print(f"  {m}", flush=True),
         progress_every_s=60.0,
@@ -74,10 +88,12 @@ def cell(scenario_name: str, protocol: str, seeds: int, parallel: int, out: Path
         "protocol": protocol,
         "seeds": len(outcomes),
         "wall_s": round(wall, 1),
-        "driver_cpu_s": round(cpu, 1),
-        # in-process runs only (parallel 1): the CPU a seed costs, whatever else the
-        # machine is doing (the wall time is not, on a loaded machine)
-        "cpu_s_per_seed": round(cpu / max(1, len(outcomes)), 3) if parallel == 1 else None,
+        "parallel": parallel,
+        "ray_address": ray_address,
+        "cpu_s": round(cpu, 1),
+        # in process or forked workers (not Ray's): the CPU a seed costs, whatever
+        # else the machine is doing (the wall time is not, on a loaded machine)
+        "cpu_s_per_seed": round(cpu / max(1, len(outcomes)), 3) if ray_address is None else None,
         "seeds_per_min": round(60.0 * len(outcomes) / wall, 1) if wall > 0 else None,
         "wall_s_per_1000_seeds": round(1000.0 * wall / max(1, len(outcomes)), 0),
         "virtual_s_per_seed": round(sum(o.virtual_s for o in outcomes) / max(1, len(outcomes)), 1),
@@ -89,7 +105,10 @@ def cell(scenario_name: str, protocol: str, seeds: int, parallel: int, out: Path
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=20, help="seeds per scenario and protocol")
-    p.add_argument("--parallel", type=int, default=1, help="seeds at once (above 1: Ray)")
+    p.add_argument(
+        "--parallel", type=int, default=1, help="seeds at once (above 1: forked workers)"
+    )
+    p.add_argument("--ray-address", help="run the batches as Ray tasks (local, auto, host:port)")
     p.add_argument("--scenario", action="append", help=f"default {', '.join(SCENARIOS)}")
     p.add_argument("--protocol", action="append", help="default all four")
     p.add_argument(
@@ -103,7 +122,14 @@ def main() -> int:
         for sc in args.scenario or SCENARIOS:
             for proto in args.protocol or PROTOCOLS:
                 print(f"{sc} / {proto}: {args.seeds} seeds, {args.parallel} at a time", flush=True)
-                c = cell(sc, proto, args.seeds, args.parallel, Path(tmp) / f"{sc}-{proto}")
+                c = cell(
+                    sc,
+                    proto,
+                    args.seeds,
+                    args.parallel,
+                    Path(tmp) / f"{sc}-{proto}",
+                    args.ray_address,
+                )
                 cells.append(c)
                 print(
                     f"  {c['wall_s']:.0f} s wall ({c['seeds_per_min']} seeds/min; "
