@@ -37,6 +37,7 @@ from actors.context import RunContext, process_usage
 from actors.io import ActorIO, RealIO
 from actors.locate import Locatable
 from actors.metadata import LeaderCache
+from actors.share import ShareService
 from emulator.broker.coordinators import (
     CoordinatorHost,
     error_response,
@@ -62,11 +63,13 @@ from emulator.broker.messages import (
     WakeReplicaFetch,
 )
 from emulator.broker.replica_manager import BrokerConfig, ReplicaManager, RoleChange
+from emulator.broker.share_fetch import ShareFetchRequest, ShareFetchResponse
 from emulator.controller import LeaderIsr
 from emulator.events import EventKind
 from emulator.modern.errors import Errors
 from emulator.modern.messages import GroupRequest, GroupResponse
 from emulator.modern.placement import OFFSETS_TOPIC
+from emulator.protocols import spec
 
 if TYPE_CHECKING:
     from zk_registry.client import ZkClient
@@ -173,6 +176,10 @@ class BrokerCore(Locatable):
         self._followers_changed = asyncio.Event()  # the replicas this broker follows changed
         self._push_queue: asyncio.Queue[_Push] | None = None
         self.auto_created = 0  # topics this broker created for a metadata request
+        # Share groups (KIP-932): the share-partitions this broker leads.
+        self.share: ShareService | None = None
+        if spec(ctx.protocol).generation == "share":
+            self.share = self._share_service()
 
     @property
     def coordinators(self) -> CoordinatorHost | None:
@@ -195,6 +202,8 @@ class BrokerCore(Locatable):
 
     def _apply(self, outputs: Sequence[BrokerOutput]) -> None:
         """Do what the manager asks: end produce waits, wake long polls, start ISR writes."""
+        if self.share is not None and outputs:
+            self.share.notify()  # a high watermark may have moved: records for share fetches
         for out in outputs:
             if isinstance(out, AckProduce):
                 fut = self._acks.pop(out.waiter, None)
@@ -291,6 +300,10 @@ class BrokerCore(Locatable):
         ]
         if self.coordinators is not None:
             self._tasks.append(asyncio.ensure_future(self._coordinator_timers()))
+        if self.share is not None:
+            self.share.start()
+            me = self.broker_id
+            self.share.led(tp for tp, r in self.manager.replicas.items() if r.leader == me)
         if with_controller:
             await self.start_controller()
         self.events.flush()
@@ -406,6 +419,8 @@ class BrokerCore(Locatable):
             t.cancel()
         self._fetchers.clear()
         await self.stop_controller()
+        if self.share is not None:
+            await self.share.stop()
         self._apply(self.manager.fail_waiters())
         for wake in (*self._wakes.values(), *self._replica_wakes.values()):
             wake.set()  # parked fetches answer now, with what they have
@@ -444,6 +459,8 @@ class BrokerCore(Locatable):
         """
         self.produce_calls += 1
         step = self.manager.produce(batch)
+        if self.share is not None:
+            self.share.notify()
         out = dict(step.answers)
         loop = asyncio.get_running_loop()
         futs = {tp: loop.create_future() for tp in step.pending}
@@ -529,6 +546,61 @@ class BrokerCore(Locatable):
     def log_end_offsets(self) -> dict[TopicPartition, int]:
         """The HW of each partition this broker leads (what consumers can reach)."""
         return self.manager.log_end_offsets()
+
+    # ---------------------------------------------------------------- share
+
+    async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        """A share consumer's ShareFetch or ShareAcknowledge (KIP-932): :class:`ShareService`."""
+        if self.share is None:
+            return ShareFetchResponse(request.corr, request.member, Errors.UNSUPPORTED_VERSION)
+        return await self.share.fetch(request)
+
+    def share_disconnect(self, group: str, member_id: str) -> None:
+        """A share member's connection dropped (4.1+ ``ShareSessionCache``'s disconnect
+        listener): its share session closes and its records are released."""
+        if self.share is not None:
+            self.share.disconnect(group, member_id)
+
+    def _share_service(self) -> ShareService:
+        """The share-partitions' settings of the run's Kafka version and ``[kafka]`` table."""
+        from emulator.broker.share_partition import SharePartitionConfig
+        from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, KafkaSettings
+
+        ctx = self.ctx
+        version = str(ctx.kafka.get("kafka.version") or DEFAULT_KAFKA_VERSION)
+        explicit = {k: v for k, v in ctx.kafka.items() if isinstance(v, int | float | str | bool)}
+        kafka = KafkaSettings("share", version, explicit)
+        keys = (
+            "group.share.record.lock.duration.ms",
+            "group.share.delivery.count.limit",
+            "group.share.partition.max.record.locks",
+        )
+        config = SharePartitionConfig.for_version(version, {k: kafka.value(k) for k in keys})
+
+        def high_watermark(tp: TopicPartition) -> int:
+            rep = self.manager.replicas.get(tp)
+            return 0 if rep is None else rep.hw
+
+        def log_start(tp: TopicPartition) -> int:
+            rep = self.manager.replicas.get(tp)
+            return 0 if rep is None else rep.log_start
+
+        def leads(tp: TopicPartition) -> bool:
+            rep = self.manager.replicas.get(tp)
+            return rep is not None and rep.leader == self.broker_id
+
+        return ShareService(
+            self.broker_id,
+            config,
+            kafka.get_str("share.auto.offset.reset"),
+            high_watermark,
+            log_start,
+            leads,
+            self.clock.now_ms,
+            self.clock.wall_seconds,
+            self.events.emit,
+            lambda: self._zk,
+        )
 
     # ------------------------------------------------------------ replication
 
@@ -689,6 +761,9 @@ class BrokerCore(Locatable):
         result = self.manager.leader_and_isr(self.clock.now_ms(), states, live_brokers, replicas)
         self._apply(result.outputs)
         self._followers_changed.set()  # a new leader to fetch from starts now
+        if self.share is not None:
+            self.share.followed(tp for tp, c in result.changes.items() if c == "follow")
+            self.share.led(tp for tp, c in result.changes.items() if c == "lead")
         return result.changes
 
     def update_metadata(

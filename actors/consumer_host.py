@@ -30,6 +30,7 @@ from emulator.host.core import HostConfig, HostCore, Member, MemberSpec, restamp
 from emulator.host.faults import HostFaults
 from emulator.host.fetch_client import FetchCall
 from emulator.host.modern_shell import ModernShell
+from emulator.host.share_fetch_client import ShareCall
 from emulator.legacy.consumer import LegacyConsumer
 from emulator.modern.messages import GroupRequest
 from emulator.protocols import spec as protocol_spec
@@ -149,6 +150,8 @@ class ConsumerHostCore(Locatable):
                 manual_commit=ctx.manual_commit,
                 rebalance_listener=ctx.rebalance_listener,
                 seed=ctx.seed,
+                share_release=ctx.share_release,
+                share_reject=ctx.share_reject,
             ),
             transport,
             self.events,
@@ -240,6 +243,25 @@ class ConsumerHostCore(Locatable):
             self.leader_cache.failed(broker)
             answers = None
         self.core.group_answered(broker, reqs, answers)
+
+    async def _share_call(self, member: str, call: ShareCall) -> None:
+        try:
+            handle = self.leader_cache.handle(call.broker)
+            if handle is None:
+                raise LookupError(f"no actor for broker {call.broker}")
+            response = await handle.share_fetch.remote(call.request)
+        except Exception:
+            self.leader_cache.failed(call.broker)
+            self.core.share_failed(member, call.broker)
+            return
+        self.core.share_answered(member, call.broker, response)
+
+    async def _share_disconnect(self, broker: int, group: str, member_id: str) -> None:
+        handle = self.leader_cache.handle(broker)
+        if handle is None:
+            return
+        with contextlib.suppress(Exception):
+            await handle.share_disconnect.remote(group, member_id)
 
     async def _metadata_call(self, topics: list[str], allow_auto_create: bool) -> None:
         answer = await self.leader_cache.fetch_metadata(topics, allow_auto_create)
@@ -673,6 +695,14 @@ class _HostIO:
     def request_metadata(self, topics: list[str], allow_auto_create: bool) -> None:
         """Make the members' metadata call; its answer goes to the core."""
         self.host._spawn(self.host._metadata_call(topics, allow_auto_create))
+
+    def send_share(self, member: str, call: ShareCall) -> None:
+        """Make one share member's ShareFetch/ShareAcknowledge call."""
+        self.host._spawn(self.host._share_call(member, call))
+
+    def share_disconnect(self, broker: int, group: str, member_id: str) -> None:
+        """Tell ``broker`` a share member's connection dropped (its process died)."""
+        self.host._spawn(self.host._share_disconnect(broker, group, member_id))
 
     def after(self, key: tuple[str, str], delay_ms: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the loop ``delay_ms`` emulated ms from now (replaces ``key``'s timer)."""

@@ -45,6 +45,8 @@ class RunContext:
         spool_root: the node-local spool root (``""``: each node's default,
             :func:`emulator.storage.default_spool_root`).
         driver_node: ``shipped``: the driver's Ray node id.
+        share_release, share_reject: a share consumer's application releases and
+            rejects these shares of its records (``[group]``, emulator knobs).
         zk_auth: ``--zk-auth``: the digest identity every ZooKeeper client of
             the run authenticates as; its znodes are readable by it alone.
         origin_fixed: whether ``origin_wall`` is final. The orchestrator hands
@@ -79,6 +81,8 @@ class RunContext:
     # The application's commit pattern (emulator knobs, [group] in the scenario).
     manual_commit: str = "none"
     rebalance_listener: str = "none"
+    share_release: float = 0.0
+    share_reject: float = 0.0
     # [group].topic_pattern: the group subscribes by pattern (its clients' metadata
     # requests then name no topic to create).
     topic_pattern: str | None = None

@@ -41,6 +41,7 @@ from actors.spool import collect
 from actors.system import ActorSystem
 from actors.timeline import Launch
 from emulator.broker.coordinators import HEARTBEAT_GAP_BOUNDS_MS
+from emulator.broker.share_partition import SHARE_GROUPS_SINCE
 from emulator.delivery import DeliveryMode
 from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import Event, EventKind
@@ -207,6 +208,8 @@ class ProtocolRun:
             processing_ms_per_message=sc.group.processing_ms_per_message,
             manual_commit=sc.group.manual_commit,
             rebalance_listener=self.delivery_mode().rebalance_listener,
+            share_release=sc.group.share_release,
+            share_reject=sc.group.share_reject,
             topic_pattern=sc.group.topic_pattern,
             mixed_protocols=generation != "zookeeper"
             and (
@@ -1076,6 +1079,13 @@ def run_scenario(
     for p in protocols:
         if p not in RUN_PROTOCOLS:
             raise RunError(f"unknown protocol {p!r} (choose from {', '.join(RUN_PROTOCOLS)})")
+        if spec(p).generation == "share" and not kafka_version_at_least(
+            scenario.kafka_version, SHARE_GROUPS_SINCE
+        ):
+            raise RunError(
+                f"share groups (KIP-932) need kafka_version 4.0 or later; the scenario "
+                f"{scenario.name} has {scenario.kafka_version} (set kafka_version = \"4.2\")"
+            )
     if engine is None:
         from actors.real_engine import RealEngine
 

@@ -118,6 +118,25 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = {
             UNBALANCED_ASSIGNMENT,
         }
     ),
+    # KIP-932 share group: a work queue, not a consumer group (Kafka 4.0+).
+    "share": frozenset(
+        {
+            # Several members fetch from one partition by design (ceil(M/P) each).
+            DOUBLE_OWNERSHIP,
+            # A record whose lock ran out is acquired again while the slow member
+            # still processes it: at least once, never at most once. (With it,
+            # ordering_overlap: per-partition order is not a share group's promise.)
+            DOUBLE_PROCESSING,
+            # Redeliveries: a release, a lock expiry, a session's close.
+            DUPLICATE,
+            # A crashed member's partitions (shared by nobody else when there are
+            # no more members than partitions) wait for its session to time out.
+            STRANDED_PARTITION,
+            # "One owner a partition" is a consumer group's rule, not a share group's.
+            INVALID_ASSIGNMENT,
+            UNBALANCED_ASSIGNMENT,
+        }
+    ),
 }
 """The anomalies each protocol may show with auto-commit, as Kafka's verifiable_consumer
 and Jepsen list them; :func:`allowed_kinds` adjusts them to a run's commit mode.

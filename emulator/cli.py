@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from emulator.clock import monotonic_s
-from emulator.protocols import RUN_PROTOCOLS
+from emulator.protocols import GROUP_PROTOCOLS, RUN_PROTOCOLS
 from emulator.scenario import ScenarioError, bundled_scenarios, load_scenario
 from emulator.storage import StorageError, is_url, resolve
 
 ALL_PROTOCOLS = RUN_PROTOCOLS
+"""Every protocol a run may name; ``all`` is :data:`GROUP_PROTOCOLS` (not ``share``)."""
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_DEGRADED = 3
@@ -163,7 +164,7 @@ def _protocols(values: Sequence[str] | None) -> list[str]:
         for item in v.split(","):
             item = item.strip()
             if item == "all":
-                names: Sequence[str] = ALL_PROTOCOLS
+                names: Sequence[str] = GROUP_PROTOCOLS
             elif item in ALL_PROTOCOLS:
                 names = (item,)
             else:
@@ -867,7 +868,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = args.out or str(Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
     ns = argparse.Namespace(
         scenario=args.scenario,
-        protocol=list(ALL_PROTOCOLS),
+        protocol=list(GROUP_PROTOCOLS),
         out=out,
         zookeeper=None,
         ray_address=None,
@@ -951,7 +952,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="P",
         help=f"protocol to run, repeatable or comma-separated: "
-        f"{', '.join(ALL_PROTOCOLS)}, all (default zookeeper)",
+        f"{', '.join(ALL_PROTOCOLS)}, all (the four consumer-group protocols; default zookeeper)",
     )
     run.add_argument(
         "--out",

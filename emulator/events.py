@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """The event schema's version, in every record's ``v``.
 
 Versions only add (kinds, fields, values), so a reader of version ``n`` reads
@@ -41,7 +41,8 @@ logs; 2: framed logs (:mod:`emulator.logformat`, whose own framing version
 follows the file, not this number); 3: the topic lifecycle (``topic_created``,
 ``topic_deletion_requested``, ``topic_deleted``, ``topic_pattern_resolved``) and
 the fields ``incarnation``, ``replication_factor``, ``pattern`` and ``topics``; 4:
-online migration (``group_converted``, the fields ``member_protocol`` and ``direction``).
+online migration (``group_converted``, the fields ``member_protocol`` and ``direction``);
+5: share groups (``share_records``).
 """
 
 FieldType = Literal["string", "long", "double", "boolean"]
@@ -70,7 +71,9 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("ts_wall", "double", "wall-clock seconds since the epoch on the emitting node"),
     Field("ts_mono", "double", "monotonic seconds of the emitting process"),
     Field("run_id", "string", "the run this event belongs to"),
-    Field("protocol", "string", "zookeeper | classic-eager | classic-cooperative | consumer"),
+    Field(
+        "protocol", "string", "zookeeper | classic-eager | classic-cooperative | consumer | share"
+    ),
     Field("node", "string", "host name or Ray node id of the emitting process"),
     Field("actor", "string", "emitting actor, e.g. broker-1, host-0, producer-0, orchestrator"),
     Field("group", "string", "consumer group id"),
@@ -226,6 +229,13 @@ class EventKind(enum.StrEnum):
         "topic_pattern_resolved"  # pattern, topics = what it matched; member (a client
         # matching on its metadata) or broker (a KIP-848 coordinator resolving the regex)
     )
+    # share groups (KIP-932), on the share-partition's leader
+    SHARE_RECORDS = (
+        "share_records"  # records [offset_start, offset_end) of a share-partition changed
+        # state: state = acquired | available | acknowledged | archived; reason = why
+        # (SHARE_REASONS); member_id = whose they were or became; count = their delivery
+        # count; broker = the leader; group = the share group
+    )
 
 
 @dataclass(frozen=True)
@@ -249,6 +259,23 @@ CONVERSION_DIRECTIONS: Final = ("upgrade", "downgrade")
 """A group conversion: classic to consumer (upgrade) or back (downgrade)."""
 TOPIC_DELETION_STATES: Final = ("started", "ignored")
 """What a deletion request did: the deletion started, or ``delete.topic.enable`` is false."""
+SHARE_STATES: Final = ("acquired", "available", "acknowledged", "archived")
+"""A share-partition's record states (KIP-932 ``RecordState``)."""
+SHARE_REASONS: Final = (
+    "acquire",
+    "accept",
+    "release",
+    "reject",
+    "gap",
+    "renew",
+    "lock_expiry",
+    "session_close",
+    "delivery_limit",
+    "failover",
+)
+"""Why a share record changed state: an acquisition, the member's acknowledgement
+(accept, release, reject, gap, renew), its lock expiring, its member's share
+session closing, the delivery limit archiving it, a leader change."""
 
 
 SPECS: Final[Mapping[EventKind, EventSpec]] = {
@@ -286,6 +313,10 @@ SPECS: Final[Mapping[EventKind, EventSpec]] = {
     ),
     EventKind.TOPIC_DELETED: EventSpec(("topic", "incarnation")),
     EventKind.TOPIC_PATTERN_RESOLVED: EventSpec(("pattern", "topics"), any_of=("member", "broker")),
+    EventKind.SHARE_RECORDS: EventSpec(
+        ("topic", "partition", "offset_start", "offset_end", "state", "reason", "member_id"),
+        values={"state": SHARE_STATES, "reason": SHARE_REASONS},
+    ),
 }
 
 Event = dict[str, object]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from emulator.protocols import RUN_PROTOCOLS
+from emulator.protocols import GROUP_PROTOCOLS, RUN_PROTOCOLS
 from emulator.scenario import (
     Scenario,
     ScenarioError,
@@ -261,7 +261,7 @@ def _protocols(value: Any, source: str) -> tuple[str, ...]:
     for item in items:
         for p in item.split(","):
             p = p.strip()
-            names = RUN_PROTOCOLS if p == "all" else (p,)
+            names = GROUP_PROTOCOLS if p == "all" else (p,)
             for n in names:
                 if n not in RUN_PROTOCOLS:
                     raise ExperimentError(

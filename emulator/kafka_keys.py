@@ -117,7 +117,7 @@ def kafka_version_at_least(version: object, release: tuple[int, ...]) -> bool:
 ConfigKind = Literal["int", "bool", "str", "list"]
 DefaultFn = Callable[[Callable[[str], KafkaValue]], KafkaValue]
 
-_MODERN: Final[tuple[Generation, ...]] = ("classic", "consumer")
+_MODERN: Final[tuple[Generation, ...]] = ("classic", "consumer", "share")
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,10 @@ _SRC_C6 = "K@trunk GroupCoordinatorConfig.java; kafka-protocols.md C6"
 _TOPICS = "broker (0.8.2 and modern)"
 
 _CLASSIC_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+_SHARE = "share consumer (KIP-932)"
+_SHARE_GC = "group coordinator and share-partitions, share groups (KIP-932)"
+_SRC_SHARE = "notes/share-client-facts.md §3 (K@4.2 GC/modern/share/ShareGroupConfig.java, "
+_SRC_SHARE_GC = "notes/share-client-facts.md §3 (K@4.2 GC/GroupCoordinatorConfig.java "
 
 _SPECS: tuple[KafkaKeySpec, ...] = (
     # ---- legacy consumer, K@0.8.2.2 (A3)
@@ -336,7 +340,7 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         True,
         # Kafka 0.11 (KIP-106) turned it off; the emulator's modern brokers keep that
         # default at every kafka_version (emulator choice: 0.10.x still had true).
-        protocol_defaults={"classic": False, "consumer": False},
+        protocol_defaults={"classic": False, "consumer": False, "share": False},
         used_by=_BROKER,
         source=_SRC_KC082 + "; K@0.11+ KafkaConfig.scala (false, KIP-106)",
     ),
@@ -672,6 +676,122 @@ _SPECS: tuple[KafkaKeySpec, ...] = (
         source=_SRC_KC082,
         settable=False,
     ),
+    # ---- share groups, K@4.0-4.2 (KIP-932; kafka-protocols.md F)
+    KafkaKeySpec(
+        "group.share.record.lock.duration.ms",
+        "int",
+        30000,
+        minimum=1000,
+        maximum=3600000,
+        used_by=_SHARE_GC + ": how long an acquired record is locked to its member",
+        source=_SRC_SHARE + "51)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.delivery.count.limit",
+        "int",
+        5,
+        minimum=2,
+        maximum=10,
+        used_by=_SHARE_GC + ": deliveries before a record is archived",
+        source=_SRC_SHARE + "47)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.partition.max.record.locks",
+        "int",
+        2000,
+        versions=(VersionRule(200, before=(4, 1)),),
+        minimum=100,
+        maximum=10000,
+        used_by=_SHARE_GC + ": records in flight per share-partition",
+        source=_SRC_SHARE + "43; 200 at K@4.0 47)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.session.timeout.ms",
+        "int",
+        45000,
+        minimum=1,
+        used_by=_SHARE_GC,
+        source=_SRC_SHARE_GC + "225)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.min.session.timeout.ms",
+        "int",
+        45000,
+        minimum=1,
+        used_by=_SHARE_GC,
+        source=_SRC_SHARE_GC + "221-229)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.max.session.timeout.ms",
+        "int",
+        60000,
+        minimum=1,
+        used_by=_SHARE_GC,
+        source=_SRC_SHARE_GC + "221-229)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.heartbeat.interval.ms",
+        "int",
+        5000,
+        minimum=1,
+        used_by=_SHARE_GC + ": the interval each ShareGroupHeartbeat answer gives",
+        source=_SRC_SHARE_GC + "237)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.min.heartbeat.interval.ms",
+        "int",
+        5000,
+        minimum=1,
+        used_by=_SHARE_GC,
+        source=_SRC_SHARE_GC + "233-241)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.max.heartbeat.interval.ms",
+        "int",
+        15000,
+        minimum=1,
+        used_by=_SHARE_GC,
+        source=_SRC_SHARE_GC + "233-241)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "group.share.max.size",
+        "int",
+        200,
+        minimum=1,
+        maximum=1000,
+        used_by=_SHARE_GC + ": GROUP_MAX_SIZE_REACHED beyond it",
+        source=_SRC_SHARE_GC + "221)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "share.auto.offset.reset",
+        "str",
+        "latest",
+        choices=("latest", "earliest"),
+        used_by=_SHARE_GC + " (a group config): where a new share-partition starts",
+        source="notes/share-client-facts.md §3 (K@4.2 GC/GroupConfig.java 55-62; "
+        "by_duration is not emulated)",
+        since=(4, 0),
+    ),
+    KafkaKeySpec(
+        "share.acknowledgement.mode",
+        "str",
+        "implicit",
+        choices=("implicit", "explicit"),
+        used_by=_SHARE + ": implicit accepts what poll() returned at the next poll()",
+        source="notes/share-client-facts.md §2.4 (K@4.1 C/ConsumerConfig.java 389-416; "
+        "4.0 has no such config)",
+        since=(4, 1),
+    ),
     KafkaKeySpec(
         "offsets.topic.num.partitions",
         "int",
@@ -694,6 +814,36 @@ KAFKA_CONFIG_KEYS: Final[Mapping[str, KafkaKeySpec]] = {
 
 KAFKA_ORDER_RULES: Final = (
     ("heartbeat.interval.ms", "<", "session.timeout.ms", "clients Heartbeat.java"),
+    (
+        "group.share.min.session.timeout.ms",
+        "<=",
+        "group.share.session.timeout.ms",
+        "GroupCoordinatorConfig.java",
+    ),
+    (
+        "group.share.session.timeout.ms",
+        "<=",
+        "group.share.max.session.timeout.ms",
+        "GroupCoordinatorConfig.java",
+    ),
+    (
+        "group.share.min.heartbeat.interval.ms",
+        "<=",
+        "group.share.heartbeat.interval.ms",
+        "GroupCoordinatorConfig.java",
+    ),
+    (
+        "group.share.heartbeat.interval.ms",
+        "<=",
+        "group.share.max.heartbeat.interval.ms",
+        "GroupCoordinatorConfig.java",
+    ),
+    (
+        "group.share.heartbeat.interval.ms",
+        "<",
+        "group.share.session.timeout.ms",
+        "GroupCoordinatorConfig.java",
+    ),
     (
         "replica.fetch.wait.max.ms",
         "<=",

@@ -14,7 +14,14 @@ run protocol              generation     members and coordinator             def
                                                                              (B7)
 ``consumer``              ``consumer``   KIP-848 heartbeat protocol,         ``uniform`` (C)
                                          server-side assignor
+``share``                 ``share``      KIP-932 share group: ShareGroup-    ``simple`` (F)
+                                         Heartbeat, records acquired under
+                                         locks, several members a partition
 ========================  =============  ==================================  ===================
+
+``all`` on the command line is the four consumer-group protocols
+(:data:`GROUP_PROTOCOLS`); a share group is a work queue, not a consumer
+group, and runs when it is named (Kafka 4.0+).
 
 A scenario's ``[group].assignor`` overrides the assignor where it applies
 (:func:`assignor_for`); which faults mean something under a protocol follows
@@ -31,6 +38,7 @@ from typing import Final, Literal
 __all__ = [
     "CLIENT_ASSIGNORS",
     "GENERATIONS",
+    "GROUP_PROTOCOLS",
     "LEGACY_ASSIGNORS",
     "LEGACY_PROTOCOL",
     "MODERN_PROTOCOLS",
@@ -43,10 +51,10 @@ __all__ = [
     "spec",
 ]
 
-Generation = Literal["zookeeper", "classic", "consumer"]
-"""A scenario's config generation: the 0.8 consumer, or ``group.protocol``."""
+Generation = Literal["zookeeper", "classic", "consumer", "share"]
+"""A scenario's config generation: the 0.8 consumer, ``group.protocol``, or the share consumer."""
 
-GENERATIONS: Final[tuple[Generation, ...]] = ("zookeeper", "classic", "consumer")
+GENERATIONS: Final[tuple[Generation, ...]] = ("zookeeper", "classic", "consumer", "share")
 
 LEGACY_ASSIGNORS: Final = ("range", "roundrobin")
 """The 0.8 consumer's ``partition.assignment.strategy`` values (A2)."""
@@ -56,6 +64,9 @@ CLIENT_ASSIGNORS: Final = ("range", "roundrobin", "sticky", "cooperative-sticky"
 
 SERVER_ASSIGNORS: Final = ("uniform", "range")
 """KIP-848's server-side ``group.remote.assignor`` names (C)."""
+
+SHARE_ASSIGNORS: Final = ("simple",)
+"""KIP-932's share-group assignor (``group.share.assignors``: ``simple``)."""
 
 
 @dataclass(frozen=True)
@@ -68,15 +79,16 @@ class ProtocolSpec:
         assignor: the default assignor.
         rebalance: how members give partitions up: ``"legacy"`` (release all,
             claim in ZooKeeper), ``"eager"`` (revoke all before JoinGroup),
-            ``"cooperative"`` (revoke only what moves, over two rounds) or
-            ``"incremental"`` (KIP-848: per-member reconciliation).
+            ``"cooperative"`` (revoke only what moves, over two rounds),
+            ``"incremental"`` (KIP-848: per-member reconciliation) or
+            ``"share"`` (KIP-932: no revocation, partitions shared).
         title: how a report names it.
     """
 
     name: str
     generation: Generation
     assignor: str
-    rebalance: Literal["legacy", "eager", "cooperative", "incremental"]
+    rebalance: Literal["legacy", "eager", "cooperative", "incremental", "share"]
     title: str
 
     @property
@@ -103,12 +115,18 @@ SPECS: Final[Mapping[str, ProtocolSpec]] = {
             "classic, cooperative-sticky",
         ),
         ProtocolSpec("consumer", "consumer", "uniform", "incremental", "KIP-848 consumer protocol"),
+        ProtocolSpec("share", "share", "simple", "share", "KIP-932 share group"),
     )
 }
 """Run protocol -> its spec, in the order reports show them (oldest generation first)."""
 
 RUN_PROTOCOLS: Final[tuple[str, ...]] = tuple(SPECS)
 """Every run protocol, oldest generation first."""
+
+GROUP_PROTOCOLS: Final[tuple[str, ...]] = tuple(
+    n for n, s in SPECS.items() if s.generation != "share"
+)
+"""The consumer-group protocols (what ``all`` names): every run protocol but ``share``."""
 
 LEGACY_PROTOCOL: Final = "zookeeper"
 """The 0.8 consumer: group state in ZooKeeper, no group coordinator."""
@@ -157,6 +175,10 @@ def assignor_for(protocol: str, override: str | None) -> tuple[str, str | None]:
         if s.rebalance == "eager" and override == "cooperative-sticky":
             return s.assignor, f"{protocol} cannot run a cooperative assignor"
         return override, None
+    if s.generation == "share":
+        if override in SHARE_ASSIGNORS:
+            return override, None
+        return s.assignor, f"assignor {override!r} is not a share-group assignor"
     if override not in SERVER_ASSIGNORS:
         return s.assignor, f"assignor {override!r} is not a server-side assignor"
     return override, None

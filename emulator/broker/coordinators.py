@@ -63,6 +63,7 @@ from emulator.modern.messages import (
     LeaveGroupRequest,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    ShareGroupHeartbeatRequest,
     SyncGroupRequest,
     TopicPartition,
 )
@@ -260,7 +261,13 @@ class CoordinatorHost:
             self.requests += 1
             self.requests_by_kind[type(req).__name__] += 1
             self._route[req.corr] = host_key
-            if isinstance(req, HeartbeatRequest | ConsumerGroupHeartbeatRequest | SyncGroupRequest):
+            if isinstance(
+                req,
+                HeartbeatRequest
+                | ConsumerGroupHeartbeatRequest
+                | ShareGroupHeartbeatRequest
+                | SyncGroupRequest,
+            ):
                 self._heartbeat_seen(now_ms, req)
             elif isinstance(req, JoinGroupRequest) and req.member_id:
                 self._heartbeat_seen(now_ms, req)
@@ -344,12 +351,19 @@ class CoordinatorHost:
     def _heartbeat_seen(
         self,
         now_ms: float,
-        req: HeartbeatRequest | ConsumerGroupHeartbeatRequest | SyncGroupRequest | JoinGroupRequest,
+        req: HeartbeatRequest
+        | ConsumerGroupHeartbeatRequest
+        | ShareGroupHeartbeatRequest
+        | SyncGroupRequest
+        | JoinGroupRequest,
     ) -> None:
         mid = req.member_id
         if not mid:
             return  # a KIP-848 join: no member id yet
-        if isinstance(req, ConsumerGroupHeartbeatRequest) and req.member_epoch < 0:
+        if (
+            isinstance(req, ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest)
+            and req.member_epoch < 0
+        ):
             self._last_heartbeat.pop(mid, None)  # leaving
             return
         last = self._last_heartbeat.get(mid)
@@ -457,6 +471,8 @@ def make_coordinator_factory(
             converts only when the other protocol's request arrives).
     """
     props = modern_properties(kafka)
+    if spec(protocol).generation == "share":
+        return _share_factory(props, broker_id, seed, partitions_per_topic)
     if mixed_protocols:
         return _migrating_factory(protocol, props, broker_id, seed, partitions_per_topic)
     if spec(protocol).generation == "classic":
@@ -481,6 +497,34 @@ def make_coordinator_factory(
         return coord
 
     return kip848
+
+
+def _share_factory(
+    props: Mapping[str, object],
+    broker_id: int,
+    seed: int,
+    partitions_per_topic: Mapping[str, int],
+) -> CoordinatorFactory:
+    """Share groups' coordinators (KIP-932), with the broker's ``group.share.*`` settings."""
+    from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, KafkaSettings
+    from emulator.modern.share_group import ShareGroupCoordinator
+
+    version = str(props.get("kafka.version") or DEFAULT_KAFKA_VERSION)
+    explicit = {k: v for k, v in props.items() if isinstance(v, int | float | str | bool)}
+    kafka = KafkaSettings("share", version, explicit)
+
+    def share(group_id: str, committed: dict[TopicPartition, int] | None) -> GroupCoordinator:
+        del committed  # a share group commits no offsets
+        return ShareGroupCoordinator(
+            group_id,
+            topics=partitions_per_topic,
+            rng=random.Random(f"{seed}/{broker_id}/{group_id}"),
+            session_timeout_ms=kafka.get_int("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=kafka.get_int("group.share.heartbeat.interval.ms"),
+            max_size=kafka.get_int("group.share.max.size"),
+        )
+
+    return share
 
 
 def _migrating_factory(

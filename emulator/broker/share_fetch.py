@@ -122,8 +122,9 @@ class ShareFetchBroker:
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self._sessions: dict[tuple[str, str], tuple[int, set[TopicPartition]]] = {}
         self._waiting: list[_Waiting] = []
-        self.transitions: list[Transition] = []
-        """Every record transition since the last :meth:`drain_transitions` (for events)."""
+        self.transitions: list[tuple[str, TopicPartition, Transition]] = []
+        """Every record transition since the last :meth:`drain_transitions` (for events),
+        with its share group and partition."""
 
     # ------------------------------------------------------------------ requests
 
@@ -179,8 +180,9 @@ class ShareFetchBroker:
         return min(ds) if ds else None
 
     def expire(self, now_ms: float) -> None:
-        for sp in self.partitions.values():
-            self.transitions += sp.expire(now_ms)
+        """Lock expiries due at ``now_ms`` (their records go back, or are archived)."""
+        for (group, tp), sp in self.partitions.items():
+            self.transitions += [(group, tp, t) for t in sp.expire(now_ms)]
 
     def close_member(self, now_ms: float, group: str, member: str) -> None:
         """The member's connection closed: its share session goes, as on epoch -1."""
@@ -198,9 +200,19 @@ class ShareFetchBroker:
         """What each share-partition has written to the share coordinator."""
         return {k: sp.persisted() for k, sp in self.partitions.items()}
 
-    def drain_transitions(self) -> list[Transition]:
+    def drain_transitions(self) -> list[tuple[str, TopicPartition, Transition]]:
+        """The transitions since the last call, with their group and partition."""
         out, self.transitions = self.transitions, []
         return out
+
+    def drop(self, tp: TopicPartition) -> None:
+        """This broker no longer leads ``tp``: its share-partitions go (a new leader loads
+        the persisted state); fetches waiting on it are answered by :meth:`poll` empty."""
+        for key in [k for k in self.partitions if k[1] == tp]:
+            del self.partitions[key]
+        for w in self._waiting:
+            if tp in w.request.partitions:
+                w.deadline = 0.0
 
     # ------------------------------------------------------------------ helpers
 
@@ -222,7 +234,7 @@ class ShareFetchBroker:
                 out[tp] = Errors.INVALID_RECORD_STATE
                 continue
             err, ts = sp.acknowledge(req.member, batches, now_ms)
-            self.transitions += ts
+            self.transitions += [(req.group, tp, t) for t in ts]
             out[tp] = err
         return out
 
@@ -233,7 +245,7 @@ class ShareFetchBroker:
         for tp in req.partitions:
             sp = self._partition(req.group, tp)
             acquired, ts = sp.acquire(req.member, now_ms, self._hw(tp), req.max_records)
-            self.transitions += ts
+            self.transitions += [(req.group, tp, t) for t in ts]
             got[tp] = acquired
         return got
 
@@ -257,7 +269,7 @@ class ShareFetchBroker:
         for tp in sorted(tps):
             sp = self.partitions.get((group, tp))
             if sp is not None:
-                self.transitions += sp.release_member(member, now_ms)
+                self.transitions += [(group, tp, t) for t in sp.release_member(member, now_ms)]
         self._waiting = [
             w
             for w in self._waiting

@@ -58,6 +58,8 @@ from emulator.events import EventKind
 from emulator.host.fetch_client import FetchCall, FetchSessionClient, Leaders
 from emulator.host.legacy_shell import LegacyShell
 from emulator.host.modern_shell import ModernShell
+from emulator.host.share_fetch_client import ShareCall, ShareFetchClient
+from emulator.host.share_shell import ShareShell
 from emulator.host.shell import EmitFn, MemberShell, TopicPartition
 from emulator.legacy.wildcard import WildcardSubscription
 from emulator.modern.machine import MemberMachine, make_member_machine
@@ -161,6 +163,9 @@ class HostConfig:
         manual_commit: the application's commit pattern (emulator knob).
         rebalance_listener: the application's rebalance listener (emulator knob).
         seed: the scenario's seed.
+        share_release: a share consumer's application releases this share of its
+            records (explicit acknowledgement; emulator knob).
+        share_reject: ... and rejects this share.
     """
 
     protocol: str
@@ -176,6 +181,8 @@ class HostConfig:
     manual_commit: str = "none"
     rebalance_listener: str = "none"
     seed: int = 0
+    share_release: float = 0.0
+    share_reject: float = 0.0
 
     @property
     def spec(self) -> ProtocolSpec:
@@ -196,6 +203,8 @@ class HostConfig:
         manual_commit: str = "none",
         rebalance_listener: str = "none",
         seed: int = 0,
+        share_release: float = 0.0,
+        share_reject: float = 0.0,
     ) -> HostConfig:
         """The host's settings for ``protocol`` from the run's resolved settings.
 
@@ -220,6 +229,8 @@ class HostConfig:
             manual_commit=manual_commit,
             rebalance_listener=rebalance_listener,
             seed=seed,
+            share_release=share_release,
+            share_reject=share_reject,
         )
 
 
@@ -258,6 +269,15 @@ class HostTransport(Leaders, Protocol):
     def request_metadata(self, topics: list[str], allow_auto_create: bool) -> None:
         """Make one metadata call (``topics``: named, and created if missing when
         ``allow_auto_create``); answer it with :meth:`HostCore.metadata_answered`."""
+        ...
+
+    def send_share(self, member: str, call: ShareCall) -> None:
+        """Make one share member's ShareFetch or ShareAcknowledge call; answer it with
+        :meth:`HostCore.share_answered` or :meth:`HostCore.share_failed`."""
+        ...
+
+    def share_disconnect(self, broker: int, group: str, member_id: str) -> None:
+        """A share member's connection to ``broker`` dropped (its process died)."""
         ...
 
 
@@ -344,6 +364,8 @@ class HostCore:
         self._md_call: list[tuple[str, ModernShell]] | None = None
         self._md_held: dict[str, tuple[ModernShell, dict[str, int]]] = {}
         self.metadata_calls = 0
+        # Share consumers (KIP-932): their own fetch path, asked every tick.
+        self._share: dict[str, ShareShell] = {}
 
     # ---------------------------------------------------------------- events
 
@@ -395,6 +417,9 @@ class HostCore:
             broker_ids: the brokers (its bootstrap list, in order).
         """
         protocol, assignor = self.member_protocol(spec)
+        corr_start = (spec.index + 1) * 1_000_000_000 + self.restarts[spec.name] * 10_000_000
+        if spec_of(protocol).generation == "share":
+            return self._add_share(spec, protocol, corr_start, broker_ids)
         machine = make_member_machine(
             protocol,
             name=spec.name,
@@ -406,12 +431,94 @@ class HostCore:
             static=self.config.static_membership,
             # A restarted member gets a fresh range, so a late answer to its
             # predecessor's request can never match one of its own.
-            corr_start=(spec.index + 1) * 1_000_000_000 + self.restarts[spec.name] * 10_000_000,
+            corr_start=corr_start,
             seed=self.config.seed,
             rebalance_listener=self.config.rebalance_listener,
             topic_pattern=spec.topic_pattern,
         )
         return self.attach_modern(spec, machine, broker_ids)
+
+    def _add_share(
+        self, spec: MemberSpec, protocol: str, corr_start: int, broker_ids: Sequence[int]
+    ) -> str:
+        """Create and start a share consumer (KIP-932): its membership and its fetch path."""
+        import random
+
+        from emulator.kafka_keys import kafka_version_at_least
+        from emulator.modern.machine import make_share_member
+
+        version = str(self.config.kafka.get("kafka.version") or "4.2")
+        machine = make_share_member(
+            spec.name,
+            self.config.group,
+            sorted(spec.subscription),
+            dict(self.config.kafka),
+            corr_start,
+            self.config.seed,
+        )
+        later = kafka_version_at_least(version, (4, 1))
+        client = ShareFetchClient(
+            self.config.group,
+            machine.member_id,
+            max_records=machine.config.max_poll_records,
+            max_wait_ms=float(machine.config.fetch_max_wait_ms),
+            acks_on_new_session_fail=later,
+        )
+        box: list[ModernShell] = []
+
+        def send(broker: int, req: GroupRequest, b: list[ModernShell] = box) -> None:
+            self._outbox[broker].append(req)
+            self._awaiting[req.corr] = (broker, b[0])
+
+        member = ShareShell(
+            spec.name,
+            machine,
+            self.emit,
+            self.now_ms,
+            send,
+            spec.bootstrap,
+            client,
+            random.Random(f"{self.config.seed}/share-app/{spec.name}/{corr_start}"),
+            release=self.config.share_release,
+            reject=self.config.share_reject,
+            disconnect_releases=later,
+        )
+        member.broker_ids = tuple(sorted(broker_ids))
+        box.append(member)
+        member.on_disconnect = self._share_disconnected
+        self._share[spec.name] = member
+        self._enter(member)
+        member.apply(machine.start(self.now_ms()))
+        return spec.name
+
+    def _share_disconnected(self, member: ShareShell, brokers: list[int]) -> None:
+        for b in brokers:
+            self.transport.share_disconnect(b, self.config.group, member.member_id)
+
+    def send_share(self) -> None:
+        """Each share member's ShareFetch/ShareAcknowledge calls that are due (every tick)."""
+        if not self._share:
+            return
+        leader = self.transport.leader
+        for name in list(self._share):
+            member = self._share[name]
+            if not member.alive:
+                continue
+            corr = member.share.next_corr
+            for call in member.share_calls(leader, corr):
+                self.transport.send_share(name, call)
+
+    def share_answered(self, member: str, broker: int, response: object) -> None:
+        """A share member's call was answered."""
+        m = self._share.get(member)
+        if m is not None:
+            m.share_answered(broker, response)
+
+    def share_failed(self, member: str, broker: int) -> None:
+        """A share member's call failed (the broker is gone or cut off)."""
+        m = self._share.get(member)
+        if m is not None:
+            m.share_failed(broker)
 
     def member_protocol(self, spec: MemberSpec) -> tuple[str, str | None]:
         """The run protocol ``spec``'s member speaks and its assignor.
@@ -546,6 +653,7 @@ class HostCore:
         member = self.members.pop(name, None)
         if member is None:  # retired meanwhile (a restart and a stop both leaving it)
             return None
+        self._share.pop(name, None)
         order = self._order.pop(name)
         del self._by_order[order]
         self._wake_of.pop(order, None)
@@ -683,6 +791,7 @@ class HostCore:
         self._visited_ms = now_ms
         if not self.stopping:  # shutting down: leave the group, fetch nothing more
             self.send_fetches()
+        self.send_share()  # (closing share sessions included)
         if self._outbox or self._awaiting:
             self.exchange_groups()
         self.housekeeping(now_ms)

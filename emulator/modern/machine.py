@@ -25,6 +25,7 @@ from emulator.modern.classic_member import ClassicMember
 from emulator.modern.config import ClassicConsumerConfig, modern_properties
 from emulator.modern.consumer_member import make_consumer_member
 from emulator.modern.messages import GroupResponse, MemberOutput, TopicPartition
+from emulator.modern.share_member import ShareConsumerConfig, ShareMember
 from emulator.protocols import spec
 
 __all__ = ["MemberConfig", "MemberCounters", "MemberMachine", "make_member_machine"]
@@ -195,10 +196,13 @@ def make_member_machine(
             a KIP-848 member of Kafka 4.0+ too (the coordinator resolves it).
 
     Returns:
-        A :class:`~emulator.modern.classic_member.ClassicMember` or a
-        :class:`~emulator.modern.consumer_member.ConsumerMember`.
+        A :class:`~emulator.modern.classic_member.ClassicMember`, a
+        :class:`~emulator.modern.consumer_member.ConsumerMember` or a
+        :class:`~emulator.modern.share_member.ShareMember` (KIP-932).
     """
     props = modern_properties(kafka)
+    if spec(protocol).generation == "share":
+        return make_share_member(name, group, topics, props, corr_start, seed)
     if static:
         props["group.instance.id"] = f"{group}-{name}"
     props.setdefault("client.id", name)
@@ -225,4 +229,40 @@ def make_member_machine(
         seed=seed,
         rebalance_listener=rebalance_listener,
         topic_pattern=topic_pattern,
+    )
+
+
+def make_share_member(
+    name: str,
+    group: str,
+    topics: Sequence[str],
+    props: Mapping[str, object],
+    corr_start: int,
+    seed: int | None,
+) -> ShareMember:
+    """A share consumer's membership from the scenario's Kafka settings (KIP-932)."""
+    import random
+
+    from emulator.kafka_keys import DEFAULT_KAFKA_VERSION, KafkaSettings, kafka_version_at_least
+
+    version = str(props.get("kafka.version") or DEFAULT_KAFKA_VERSION)
+    explicit = {k: v for k, v in props.items() if isinstance(v, int | float | str | bool)}
+    kafka = KafkaSettings("share", version, explicit)
+    config = ShareConsumerConfig(
+        max_poll_interval_ms=kafka.get_int("max.poll.interval.ms"),
+        retry_backoff_ms=kafka.get_int("retry.backoff.ms"),
+        retry_backoff_max_ms=kafka.get_int("retry.backoff.max.ms"),
+        request_timeout_ms=kafka.get_int("request.timeout.ms"),
+        max_poll_records=kafka.get_int("max.poll.records"),
+        fetch_max_wait_ms=kafka.get_int("fetch.max.wait.ms"),
+        acknowledgement_mode=kafka.get_str("share.acknowledgement.mode"),
+        ignore_negative_epoch=kafka_version_at_least(version, (4, 1)),
+    )
+    return ShareMember(
+        member=name,
+        group=group,
+        topics=topics,
+        config=config,
+        rng=random.Random(f"{seed}/share-member/{name}/{corr_start}"),
+        corr_start=corr_start,
     )

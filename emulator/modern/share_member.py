@@ -159,6 +159,7 @@ class ShareMemberStats:
     joins: int = 0
     rebalances: int = 0
     fenced: int = 0
+    commits: int = 0  # (the host's MemberMachine counters; a share member commits none)
 
 
 class ShareMember:
@@ -306,6 +307,75 @@ class ShareMember:
         self.closed = True
         out.append(self._emit(EventKind.CONSUMER_STOPPED, reason="close"))
         return out
+
+    # ------------------------------------- the host's MemberMachine interface
+
+    @property
+    def owned(self) -> frozenset[TopicPartition]:
+        """The partitions it fetches from now (shared with other members)."""
+        return self.assigned
+
+    @property
+    def app_committing(self) -> bool:
+        """A share consumer's acknowledgements are the host's (no commitSync here)."""
+        return False
+
+    def app_idle(self, now_ms: float) -> list[MemberOutput] | None:
+        """The application sits in ``poll()``: as :meth:`app_polled`; ``None`` when
+        only the poll timer moved."""
+        self._now = now_ms
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
+        if self.state is ShareMemberState.STALE and not self.closed:
+            self._transition_to_joining()
+            return self._pump()
+        return None
+
+    def app_processing(self, now_ms: float) -> list[MemberOutput]:
+        """``poll()`` returned records: the poll timer runs from now."""
+        self._now = now_ms
+        self._poll_deadline = now_ms + self.config.max_poll_interval_ms
+        return []
+
+    def consumed(self, tp: TopicPartition, next_offset: int) -> None:
+        """No positions: a share consumer's progress is the share-partition's state."""
+        del tp, next_offset
+
+    def app_commit(self, now_ms: float, *, sync: bool) -> list[MemberOutput]:
+        """No offsets to commit (the host sends the acknowledgements)."""
+        del now_ms, sync
+        return []
+
+    def subscribe(
+        self, now_ms: float, topics: Iterable[str], topic_pattern: str | None = None
+    ) -> list[MemberOutput]:
+        """``subscribe`` with other topics: the next heartbeat carries them.
+
+        Raises:
+            ValueError: a pattern (a share consumer subscribes by names only) or no topic.
+        """
+        if topic_pattern is not None:
+            raise ValueError("a share consumer subscribes by topic names only")
+        new = tuple(sorted(set(topics)))
+        if not new:
+            raise ValueError("a share consumer subscribes to at least one topic")
+        self._now = now_ms
+        self.topics = new
+        return self._pump()
+
+    def update_metadata(self, now_ms: float, partitions_per_topic: object) -> list[MemberOutput]:
+        """Nothing to do: the coordinator assigns from its own metadata."""
+        del now_ms, partitions_per_topic
+        return []
+
+    def metadata_failed(self, now_ms: float) -> list[MemberOutput]:
+        """Never asked for metadata."""
+        del now_ms
+        return []
+
+    def request_metadata_update(self, now_ms: float) -> list[MemberOutput]:
+        """Nothing to do: the host's leader cache serves the share fetches."""
+        del now_ms
+        return []
 
     def next_deadline(self) -> float | None:
         """The emulated time at which :meth:`poll` has work to do, if any."""
@@ -544,9 +614,12 @@ class ShareMember:
 
     # ----------------------------------------------------------------- plumbing
 
-    def _next_corr(self) -> int:
+    def next_corr(self) -> int:
+        """A new correlation id of this member (its share fetches take theirs here too)."""
         self._corr += 1
         return self._corr
+
+    _next_corr = next_corr
 
     def _backoff(self, attempts: int) -> float:
         """``ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms, 0.2)``."""

@@ -230,6 +230,11 @@ def applicability(action: PlannedAction, protocol: str) -> str | None:
             f"{action.describe()} skipped: the 0.8 consumer has no group protocol to switch "
             "(online migration is between the classic and consumer protocols)"
         )
+    if action.action == "upgrade" and s.generation == "share":
+        return (
+            f"{action.describe()} skipped: a share group has no group protocol to switch "
+            "(online migration is between the classic and consumer protocols)"
+        )
     if action.action != "network_partition":
         return None
     if action.target == "zookeeper" and not s.members_use_zookeeper:

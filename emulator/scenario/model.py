@@ -104,6 +104,11 @@ class GroupSpec:
     ``mixed_members`` of the first members start speaking ``mixed_to``
     (``consumer`` or ``classic``) instead of the run's protocol, as if an
     upgrade had stopped halfway before the run began.
+
+    A share group's application (``share`` runs, KIP-932) acknowledges each
+    record explicitly and releases ``share_release`` and rejects
+    ``share_reject`` of them (drawn per record; emulator knobs naming what an
+    application does with a record it cannot handle now, or ever).
     """
 
     id: str
@@ -121,6 +126,8 @@ class GroupSpec:
     topic_filter: FilterKind = "whitelist"
     mixed_to: str | None = None
     mixed_members: tuple[str, ...] = ()
+    share_release: float = 0.0
+    share_reject: float = 0.0
 
     def zk_latency_of(self, member: str, seed: int) -> float:
         """One legacy member's one-way network delay to ZooKeeper, in emulated ms.
@@ -613,6 +620,14 @@ class Scenario:
                             "to": self.group.mixed_to,
                             "members": list(self.group.mixed_members),
                         }
+                    }
+                ),
+                **(
+                    {}
+                    if not (self.group.share_release or self.group.share_reject)
+                    else {
+                        "share_release": self.group.share_release,
+                        "share_reject": self.group.share_reject,
                     }
                 ),
             },

@@ -430,6 +430,8 @@ class _Parser(TableReader):
                 "topic_pattern",
                 "topic_filter",
                 "mixed",
+                "share_release",
+                "share_reject",
             ),
             in_section("group"),
         )
@@ -526,7 +528,28 @@ class _Parser(TableReader):
             topic_pattern=pattern,
             topic_filter=WHITELIST if kind is None else kind,
             **self.mixed(table),
+            **self.share_app(table),
         )
+
+    def share_app(self, table: Mapping[str, object]) -> dict[str, Any]:
+        """``[group].share_release`` and ``share_reject``: shares of records, 0 to 1 together."""
+        out: dict[str, Any] = {}
+        for key in ("share_release", "share_reject"):
+            if key in table:
+                out[key] = self.number(
+                    table,
+                    key,
+                    f"[group].{key}",
+                    0.0,
+                    "a share of records between 0 and 1",
+                    lambda x: 0 <= x <= 1,
+                )
+        if out.get("share_release", 0.0) + out.get("share_reject", 0.0) > 1:
+            self.fail(
+                "[group].share_release",
+                "[group].share_release + share_reject: at most 1 (shares of the same records)",
+            )
+        return out
 
     def mixed(self, table: Mapping[str, object]) -> dict[str, Any]:
         """``[group].mixed = {to, members}``: ``members`` (a count of the first

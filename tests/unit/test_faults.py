@@ -112,7 +112,7 @@ class TestApplicability:
     def test_coordinator_partition_only_for_modern_protocols(self, protocol: str) -> None:
         action = PlannedAction(5.0, "network_partition", ("c-1",), target="coordinator")
         note = applicability(action, protocol)
-        if protocol in ("classic-eager", "classic-cooperative", "consumer"):
+        if protocol in ("classic-eager", "classic-cooperative", "consumer", "share"):
             assert note is None
         else:
             assert note is not None and "no group coordinator" in note and "\n" not in note
@@ -120,7 +120,7 @@ class TestApplicability:
     @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
     def test_an_upgrade_applies_where_there_is_a_group_protocol(self, protocol: str) -> None:
         note = applicability(PlannedAction(1.0, "upgrade", ("c-0",), to="consumer"), protocol)
-        if protocol == "zookeeper":
+        if protocol in ("zookeeper", "share"):
             assert note is not None and "no group protocol to switch" in note
         else:
             assert note is None

@@ -324,8 +324,12 @@ class TestKafkaConfig:
             for k, spec in KAFKA_CONFIG_KEYS.items()
             if spec.since and not kafka_version_at_least(version, spec.since)
         }
+        share = {k for k in KAFKA_CONFIG_KEYS if k.startswith("group.share.")} | {
+            "share.auto.offset.reset",
+            "share.acknowledgement.mode",
+        }
         assert newer == (
-            set() if version == "4.1" else {"group.consumer.regex.refresh.interval.ms"}
+            set() if version == "4.1" else {"group.consumer.regex.refresh.interval.ms"} | share
         )
         lines = [
             f"{json.dumps(k)} = {json.dumps(v)}" for k, v in defaults.items() if k not in newer

@@ -113,7 +113,7 @@ class TestAcknowledgeAndPoll:
         assert b.fetch(1.0, req("b", 0, wait=LOCK * 2)) is None
         (r,) = b.poll(LOCK)
         assert r.member == "b" and acquired(r) == (Acquired(0, 2, 2),)
-        causes = {t.cause for t in b.drain_transitions()}
+        causes = {t.cause for _g, _tp, t in b.drain_transitions()}
         assert {"acquire", "lock_expiry"} <= causes
 
 
