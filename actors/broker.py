@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from actors.context import RunContext, process_usage
 from actors.io import ActorIO, RealIO
 from actors.locate import Locatable
+from actors.long_poll import long_poll
 from actors.metadata import LeaderCache
 from actors.share import ShareService
 from emulator.broker.coordinators import (
@@ -259,7 +260,7 @@ class BrokerCore(Locatable):
                 coordinators.poll(now)
                 continue
             # at least a microsecond: a deadline a rounding error away is due next time
-            await _long_poll(wake, max(MIN_TIMER_S, clock.wall_seconds(deadline - now)))
+            await long_poll(wake, max(MIN_TIMER_S, clock.wall_seconds(deadline - now)))
 
     # ------------------------------------------------------------- lifecycle
 
@@ -469,9 +470,7 @@ class BrokerCore(Locatable):
         self._apply(step.outputs)
         if step.pending:
             if not all(f.done() for f in futs.values()):  # else committed at once (ISR = leader)
-                await asyncio.wait(
-                    futs.values(), timeout=self.ctx.scaled_s(PRODUCE_ACK_TIMEOUT_MS)
-                )
+                await asyncio.wait(futs.values(), timeout=self.ctx.scaled_s(PRODUCE_ACK_TIMEOUT_MS))
             for tp, p in step.pending.items():
                 fut = futs[tp]
                 if not fut.done():
@@ -539,7 +538,7 @@ class BrokerCore(Locatable):
         out = list(step.answers)
         if step.wait_ms is not None:
             wake.clear()
-            await _long_poll(wake, self.ctx.scaled_s(step.wait_ms))
+            await long_poll(wake, self.ctx.scaled_s(step.wait_ms))
         out += self.manager.fetch.collect(step.session)
         return out
 
@@ -632,7 +631,7 @@ class BrokerCore(Locatable):
             return result.answers
         wake = self._replica_wakes[wait.key] = asyncio.Event()
         try:
-            await _long_poll(wake, self.ctx.scaled_s(self._replica_wait_ms))
+            await long_poll(wake, self.ctx.scaled_s(self._replica_wait_ms))
         except BaseException:
             self.manager.replica_waits.done(wait)
             raise
@@ -1058,19 +1057,3 @@ async def _bounded(ref: Any, timeout_s: float) -> Any:
 
 MIN_TIMER_S = 1e-6
 """The shortest sleep of the coordinators' timer task (wall seconds)."""
-
-
-async def _long_poll(wake: asyncio.Event, timeout_s: float) -> None:
-    """A long poll's wait: until ``wake`` is set or ``timeout_s`` (wall) runs out.
-
-    The timeout sets ``wake`` itself: one timer and the event's own future,
-    where ``asyncio.wait_for`` would add a task and its cancellation (a long
-    poll per follower per leader, and per consumer host per broker).
-    """
-    if wake.is_set():
-        return
-    timer = asyncio.get_running_loop().call_later(timeout_s, wake.set)
-    try:
-        await wake.wait()
-    finally:
-        timer.cancel()

@@ -30,6 +30,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from actors.long_poll import long_poll
 from emulator.broker.share_fetch import ShareFetchBroker, ShareFetchRequest, ShareFetchResponse
 from emulator.broker.share_partition import (
     DELIVERY_LIMIT,
@@ -180,6 +181,8 @@ class ShareService:
             return got
         fut: asyncio.Future[ShareFetchResponse] = asyncio.get_running_loop().create_future()
         self._waiting[(request.group, request.member, request.corr)] = fut
+        if self._wake is not None:
+            self._wake.set()  # the timers see its MaxWaitMs deadline (nothing else may wake them)
         return await fut
 
     def disconnect(self, group: str, member_id: str) -> None:
@@ -247,9 +250,7 @@ class ShareService:
             if deadline is None:
                 await wake.wait()
                 continue
-            delay = max(MIN_TIMER_S, self._wall(deadline - self._now()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
+            await long_poll(wake, max(MIN_TIMER_S, self._wall(deadline - self._now())))
 
     def _changed(self) -> None:
         """Log the transitions since the last look; their share-partitions are to be written."""

@@ -57,6 +57,8 @@ What each checker finds (one row per anomaly, :data:`ANOMALY_SCHEMA`):
   give to no member or to several (``count`` = how many).
 * ``unbalanced_assignment``: at a settle point, live members' partition counts
   differ by more than one.
+* ``double_acquisition`` (share groups only, :mod:`analysis.share`): a record
+  acquired by a member while another still held its lock.
 
 Topics created and deleted during the run (:mod:`analysis.topics`): every
 checker reads the events keyed by topic incarnation (:attr:`SharedFrames.events`:
@@ -111,6 +113,7 @@ from analysis.ownership import (
     protocol_intervals,
     split_at_incarnations,
 )
+from analysis.share import check_double_acquisition, share_series
 from analysis.timelines import (
     assignment_spans,
     group_timeline,
@@ -806,12 +809,7 @@ def first_conversions(events: DataFrame) -> dict[str, float]:
         mixed = mixed | (
             (F.col("kind") == K.CONSUMER_STARTED.value) & F.col("member_protocol").isNotNull()
         )
-    rows = (
-        events.where(mixed)
-        .groupBy("protocol")
-        .agg(F.min("t_emu_ms").alias("t"))
-        .collect()
-    )
+    rows = events.where(mixed).groupBy("protocol").agg(F.min("t_emu_ms").alias("t")).collect()
     return {str(r["protocol"]): float(r["t"]) for r in rows if r["protocol"] is not None}
 
 
@@ -1104,6 +1102,8 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
             sh.incarnations if sh.incarnations else None,
         ),
     ]
+    if share_series(sh.delivery_modes):
+        parts.append(check_double_acquisition(ev))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -16,7 +16,8 @@ Definitions (times are emulated ms):
 * The group is **disturbed** while a member is mid-rebalance or the
   coordinator's group is not Stable/Empty/Dead (the group timeline's ``reb``
   and ``coord_busy``), while a partition has no owner and a live member
-  exists, or while a partition has two owners. Otherwise it is **settled**.
+  exists, or while a partition has two owners (not in a share group, whose
+  members share partitions by design). Otherwise it is **settled**.
 * An **episode** starts at its change and is **stable** at the end of the
   last disturbance that starts before the next change (or the end of the
   timeline), and not before a timed fault (pause, slow, network partition)
@@ -63,6 +64,16 @@ Definitions (times are emulated ms):
   - ``rebalances``: member rebalances started (a member's ``rebalance_started``);
     ``members_disturbed``: members told to rebalance or rebalancing
     (``rebalance_triggered`` / ``rebalance_started``).
+
+  - share groups only (None for the others; :mod:`analysis.share`), from the
+    share-partition leader's ``share_records`` in the window:
+    ``share_redeliveries`` (records acquired again) and
+    ``share_redeliveries_by_cause`` (what had made them available: ``release``,
+    ``lock_expiry``, ``session_close``, ``failover``), ``share_archived``,
+    ``share_lock_expiries``, ``share_acknowledged`` and
+    ``share_acknowledged_per_s`` (over the window), ``share_ack_latency_mean_ms``
+    and ``share_ack_latency_max_ms`` (from a record's ``produced`` to its
+    ``acknowledged``, over the records acknowledged in the window).
 
 * ``time_to_detect_ms`` (crash, pause, network partition, slow, host crash or
   loss): from the change to the group's first reaction, the coordinator
@@ -214,6 +225,31 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class ShareCount:
+    """Records of a share group that changed state at ``t`` (:mod:`analysis.share`).
+
+    ``what``: ``redelivered`` (acquired again; ``cause`` what had made them
+    available), ``archived`` (``cause`` why), ``lock_expired``.
+    """
+
+    t: float
+    what: str
+    n: int
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class ShareAcks:
+    """Records acknowledged at ``t``: how many, and their produce-to-acknowledge
+    latencies' sum and maximum (ms)."""
+
+    t: float
+    count: int
+    latency_sum_ms: float
+    latency_max_ms: float
+
+
+@dataclass(frozen=True)
 class AnomalyRow:
     """One checker row: ``kind`` (``duplicate``, ``loss``, ...), its cause, span and count."""
 
@@ -248,6 +284,10 @@ class History:
             episode is cut short.
         topics: the incarnations of topics created or deleted during the run.
         holds: members' holds of deleted partitions.
+        share: a share group's run (its episodes count :attr:`share_counts`
+            and :attr:`share_acks`).
+        share_counts: the share records' state changes, in time order.
+        share_acks: the share records' acknowledgements, in time order.
     """
 
     protocol: str
@@ -267,6 +307,9 @@ class History:
     complete: bool = True
     topics: list[TopicLife] = field(default_factory=list)
     holds: list[Hold] = field(default_factory=list)
+    share: bool = False
+    share_counts: list[ShareCount] = field(default_factory=list)
+    share_acks: list[ShareAcks] = field(default_factory=list)
 
     @property
     def legacy(self) -> bool:
@@ -308,6 +351,14 @@ class Episode:
     topic: str | None = None
     topic_discovery_ms: float | None = None
     topic_release_ms: float | None = None
+    share_redeliveries: int | None = None
+    share_redeliveries_by_cause: dict[str, int] | None = None
+    share_archived: int | None = None
+    share_lock_expiries: int | None = None
+    share_acknowledged: int | None = None
+    share_acknowledged_per_s: float | None = None
+    share_ack_latency_mean_ms: float | None = None
+    share_ack_latency_max_ms: float | None = None
     cut_short: bool = False
 
     @property
@@ -350,6 +401,13 @@ EPISODE_METRICS: tuple[tuple[str, str], ...] = (
     ("members_disturbed", "members that rebalanced or were told to"),
     ("topic_discovery_ms", "ms from a topic's creation until a member owned a partition of it"),
     ("topic_release_ms", "ms from a topic's deletion until no member held a partition of it"),
+    ("share_redeliveries", "share-group records acquired again"),
+    ("share_archived", "share-group records archived (rejected, or at the delivery limit)"),
+    ("share_lock_expiries", "share-group acquisition locks that ran out"),
+    ("share_acknowledged", "share-group records acknowledged"),
+    ("share_acknowledged_per_s", "share-group records acknowledged per second"),
+    ("share_ack_latency_mean_ms", "mean ms from a share record's produce to its acknowledgement"),
+    ("share_ack_latency_max_ms", "longest ms from a share record's produce to its acknowledgement"),
 )
 """Every numeric per-episode metric, with what it counts (the experiment report's rows)."""
 
@@ -596,7 +654,37 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
         ep.coordinator_requests = _requests(h.requests, start, end, d.kind[0] == FORMATION)
     else:
         ep.zk_ops = int(sum(m.n for m in h.marks if m.what == "zk_ops" and start <= m.t < end))
+    if h.share:
+        _share(h, ep, start, end)
     return ep
+
+
+def _share(h: History, ep: Episode, start: float, end: float) -> None:
+    """A share group's records in the window ``[start, end)``."""
+    by_cause: dict[str, int] = {}
+    archived = expired = 0
+    for c in h.share_counts:
+        if not start <= c.t < end:
+            continue
+        if c.what == "redelivered":
+            cause = c.cause or "?"
+            by_cause[cause] = by_cause.get(cause, 0) + c.n
+        elif c.what == "archived":
+            archived += c.n
+        elif c.what == "lock_expired":
+            expired += c.n
+    acks = [a for a in h.share_acks if start <= a.t < end]
+    count = sum(a.count for a in acks)
+    ep.share_redeliveries = sum(by_cause.values())
+    ep.share_redeliveries_by_cause = dict(sorted(by_cause.items()))
+    ep.share_archived = archived
+    ep.share_lock_expiries = expired
+    ep.share_acknowledged = count
+    span_s = (min(end, h.t_end) - start) / 1000.0
+    ep.share_acknowledged_per_s = round(count / span_s, 2) if span_s > 0 else None
+    if count:
+        ep.share_ack_latency_mean_ms = sum(a.latency_sum_ms for a in acks) / count
+        ep.share_ack_latency_max_ms = max(a.latency_max_ms for a in acks)
 
 
 _REBALANCE_MARKS = frozenset({"rebalance", "rebalance_started"})

@@ -511,6 +511,43 @@ class H:
             duration_ms=float(end - start),
         )
 
+    def share(
+        self,
+        member: str,
+        topic: str,
+        partition: int,
+        first: int,
+        last: int,
+        state: str,
+        reason: str,
+        at: float,
+        *,
+        count: int = 1,
+        redelivery_of: str | None = None,
+        broker: int = 0,
+    ) -> H:
+        """The share-partition leader (``broker``) moved ``[first, last)`` to ``state``
+        for ``reason``: one ``share_records`` event as :mod:`actors.share` writes it
+        (``member_id`` the member's id; ``detail`` what had made an acquired record
+        available again)."""
+        return self.event(
+            EventKind.SHARE_RECORDS,
+            at,
+            f"broker-{broker}",
+            "node-0",
+            group=self.group,
+            broker=broker,
+            topic=topic,
+            partition=partition,
+            offset_start=first,
+            offset_end=last,
+            member_id=f"{member}-id",
+            state=state,
+            reason=reason,
+            count=count,
+            detail=redelivery_of,
+        )
+
     def abandon(
         self, member: str, topic: str, partition: int, first: int, last: int, at: float
     ) -> H:

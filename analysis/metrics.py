@@ -43,6 +43,12 @@ Definitions (the event log is the record; times are emulated ms):
 * ``migration`` (only for a run whose members switched group protocol or
   whose group converted, :mod:`analysis.migration`): the mixed window, each
   member's switch, the conversions and what the switch cost.
+* ``share`` (only for a share group's series, :mod:`analysis.share`): deliveries
+  and redeliveries by cause, records acknowledged, archived and released, lock
+  expiries, every produced record's fate, produce-to-acknowledge latency;
+  ``work_queue`` (every series, when one of them is a share group's): records
+  processed, processed again, never processed, produce-to-processed latency,
+  by one definition for consumer and share groups.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from analysis.ownership import (
     ownership_intervals_all,
     protocol_order_inversions,
 )
+from analysis.share import ShareTimeline, share_metrics, share_series, work_queue_metrics
 from analysis.timelines import group_timeline, member_timeline
 from analysis.topics import (
     COMMITS_DELETED_PARTITION,
@@ -79,6 +86,7 @@ from emulator.anomalies import (
     DUPLICATE,
     LOSS,
     ORDERING_OVERLAP,
+    base_protocol,
 )
 from emulator.events import EventKind as K
 
@@ -419,6 +427,17 @@ def compute_metrics(
         if m is not None:
             m["migration"] = summary
 
+    # Share groups: what became of each record (analysis.share).
+    shared_metrics, share_timelines = share_metrics(sh.events, share_series(out))
+    for proto, summary in shared_metrics.items():
+        m = out.get(proto)
+        if m is not None:
+            m["share"] = summary
+    # Beside a share group, every series as a work queue (analysis.share).
+    if shared_metrics:
+        for proto, summary in work_queue_metrics(sh.events, sorted(out)).items():
+            out[proto]["work_queue"] = summary
+
     # Stop-the-world: unowned partition time while any consumer is live.
     live = islands(
         gt.select("protocol", "group", F.col("t").alias("s"), F.col("t_next").alias("e"), "live"),
@@ -473,7 +492,7 @@ def compute_metrics(
         m["pause_ms_max"] = float(max(vals)) if vals else 0.0
 
     # What each membership change cost (analysis.episodes), and Kafka's metric names.
-    hists = episode_histories(events, sh, an, bucket_ms, requests, lag_rows)
+    hists = episode_histories(events, sh, an, bucket_ms, requests, lag_rows, share_timelines)
     for proto, hist in hists.items():
         m = out.get(proto)
         if m is not None:
@@ -705,11 +724,13 @@ def episode_histories(
     bucket_ms: float = 1000.0,
     requests: Mapping[str, Sequence[tuple[float, int]]] | None = None,
     lag_rows: Sequence[Mapping[str, Any]] | None = None,
+    share: Mapping[str, ShareTimeline] | None = None,
 ) -> dict[str, epi.History]:
     """Per protocol, the :class:`analysis.episodes.History` of its group (small collects).
 
     ``lag_rows``: :func:`throughput_lag`'s rows at ``bucket_ms`` if already
-    collected; otherwise they are computed here.
+    collected; otherwise they are computed here. ``share``: the share series'
+    :data:`analysis.share.ShareTimeline` (:func:`analysis.share.share_metrics`).
     """
     sh = shared
     groups = {str(r["protocol"]): r["group"] for r in sh.groups.collect()}
@@ -802,7 +823,8 @@ def episode_histories(
             continue
         s = float(r["t_start_ms"])
         e = float(r["t_end_ms"]) if r["t_end_ms"] is not None else s
-        if r["kind"] == DOUBLE_OWNERSHIP:
+        if r["kind"] == DOUBLE_OWNERSHIP and base_protocol(h.protocol) != "share":
+            # A share group's members share partitions by design: not a disturbance.
             h.doubled.append(epi.Span(f"{r['topic']}:{r['partition']}", s, e))
         h.anomalies.append(epi.AnomalyRow(str(r["kind"]), r["detail"], s, e, int(r["count"] or 0)))
     produced: dict[str, list[float]] = {}
@@ -872,4 +894,8 @@ def episode_histories(
                         str(r["detail"]),
                     )
                 )
+    for p, (counts, acks) in (share or {}).items():
+        h = hist.get(p)
+        if h is not None:
+            h.share, h.share_counts, h.share_acks = True, counts, acks
     return hist

@@ -583,7 +583,14 @@ WHOLE_RUN_NOTE: Final = (
     "Whole-run totals, group formation included: compare changes by the table above."
 )
 
-TABLED_APART: Final = ("delivery_guarantee", "episodes", "kafka_metrics", "migration")
+TABLED_APART: Final = (
+    "delivery_guarantee",
+    "episodes",
+    "kafka_metrics",
+    "migration",
+    "share",
+    "work_queue",
+)
 """Metrics with a section of their own, not rows of the side-by-side table."""
 
 EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
@@ -612,6 +619,16 @@ EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
 )
 """The per-episode table's columns: heading, episode key, divisor (ms to s)."""
 
+SHARE_EPISODE_COLUMNS: Final[tuple[tuple[str, str, float], ...]] = (
+    ("share redelivered", "share_redeliveries", 1.0),
+    ("share archived", "share_archived", 1.0),
+    ("share locks expired", "share_lock_expiries", 1.0),
+    ("share acked per s", "share_acknowledged_per_s", 1.0),
+    ("share ack latency mean s", "share_ack_latency_mean_ms", 1000.0),
+    ("share ack latency max s", "share_ack_latency_max_ms", 1000.0),
+)
+"""More columns when a series is a share group's (``-`` for the others)."""
+
 
 def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]) -> pd.DataFrame:
     """One row per episode (formation first) per series: what each change cost.
@@ -621,6 +638,9 @@ def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[st
     kind of an episode that merged overlapping changes reads ``crash+join``.
     """
     rows: list[dict[str, Any]] = []
+    columns = EPISODE_COLUMNS
+    if any((metrics.get(s) or {}).get("share") for s in series):
+        columns = (*EPISODE_COLUMNS, *SHARE_EPISODE_COLUMNS)
     for s in series:
         for e in (metrics.get(s) or {}).get("episodes") or []:
             row: dict[str, Any] = {"protocol": s, "change": e["kind"]}
@@ -629,13 +649,13 @@ def episodes_table(metrics: Mapping[str, Mapping[str, Any]], series: Sequence[st
             if e.get("members"):
                 shown = ", ".join(e["members"][:3]) + (" ..." if len(e["members"]) > 3 else "")
                 row["change"] += f" ({shown})"
-            for head, key, div in EPISODE_COLUMNS:
+            for head, key, div in columns:
                 v = e.get(key)
                 row[head] = fmt(v / div if isinstance(v, int | float) and div != 1.0 else v)
             if e.get("time_to_stable_ms") is None:
                 row["stable after s"] = "cut short" if e.get("cut_short") else "not settled"
             rows.append(row)
-    cols = ["protocol", "change", *[h for h, _, _ in EPISODE_COLUMNS]]
+    cols = ["protocol", "change", *[h for h, _, _ in columns]]
     return pd.DataFrame(rows, columns=cols, dtype="object")
 
 
@@ -782,6 +802,183 @@ def plot_migration(
         )
     if not shown:
         _empty(axs[0], "no migration")
+    fig.tight_layout()
+    return fig
+
+
+WORK_QUEUE_NOTE: Final = (
+    "Every series as a work queue, beside a share group (KIP-932). The first rows count "
+    "alike for consumer and share groups, from the produced and processed events: records "
+    "processed at least once, processings after a record's first (a consumer group's "
+    "duplicates, a share group's redeliveries that reached the application), records never "
+    "processed by the end, and the time from a record's produce to the end of its first "
+    "processing. The share rows are the share-partition leader's record states: each "
+    "acquisition is a delivery; a redelivery's cause is what made the record available "
+    "again (the application's release, its lock running out, its member's share session "
+    "closing on a leave or crash, a new leader); archived records were rejected or reached "
+    "group.share.delivery.count.limit; fates: every produced record's last state, adding up "
+    "to the records produced. Several members on one partition, records processed out of "
+    "order and, after a lock ran out, twice at once are what a share group allows; a record "
+    "acquired while another member held it (double acquisitions) never is. "
+    "Definitions: analysis/share.py."
+)
+
+_SHARE_CAUSES: Final = ("release", "lock_expiry", "session_close", "failover")
+
+
+def _ms_s(d: Mapping[str, Any] | None, key: str) -> Any:
+    v = (d or {}).get(key)
+    return fmt(v / 1000.0) if isinstance(v, int | float) else "-"
+
+
+def work_queue_table(
+    metrics: Mapping[str, Mapping[str, Any]], series: Sequence[str]
+) -> pd.DataFrame:
+    """Side by side, every series as a work queue (empty without a share series):
+    one row per measure, ``-`` where it does not apply."""
+    shown = [s for s in series if (metrics.get(s) or {}).get("work_queue")]
+    if not any((metrics.get(s) or {}).get("share") for s in shown):
+        return pd.DataFrame()
+    rows: dict[str, dict[str, Any]] = {}
+
+    def put(name: str, s: str, v: Any) -> None:
+        rows.setdefault(name, {})[s] = v
+
+    for s in shown:
+        m = metrics[s]
+        wq = m["work_queue"]
+        lat = wq.get("latency_ms") or {}
+        put("records produced", s, fmt(wq.get("records")))
+        put("processed at least once", s, fmt(wq.get("processed_records")))
+        put("processed again", s, fmt(wq.get("processed_again")))
+        put("never processed by the end", s, fmt(wq.get("never_processed")))
+        put(
+            "produce to first processed p50 / p99 / max s",
+            s,
+            " / ".join(_ms_s(lat, k) for k in ("p50", "p99", "max")),
+        )
+        put("processed per s (first time)", s, fmt(wq.get("processed_per_s")))
+        sh = m.get("share")
+        if not sh:
+            put("consumer group: duplicates by cause", s, _causes(m.get("duplicates_by_cause")))
+            continue
+        put("consumer group: duplicates by cause", s, "-")
+        fates = sh.get("fates") or {}
+        ack = sh.get("ack_latency_ms") or {}
+        by = sh.get("redeliveries_by_cause") or {}
+        put("share: deliveries (acquisitions)", s, fmt(sh.get("deliveries")))
+        put("share: redeliveries", s, fmt(sh.get("redeliveries")))
+        for cause in _SHARE_CAUSES:
+            put(f"share: redelivered after {cause.replace('_', ' ')}", s, fmt(by.get(cause, 0)))
+        put("share: acknowledged", s, fmt(sh.get("acknowledged")))
+        put(
+            "share: archived (by cause)",
+            s,
+            f"{fmt(sh.get('archived'))}"
+            + (f" ({_causes(sh.get('archived_by_cause'))})" if sh.get("archived") else ""),
+        )
+        put("share: released", s, fmt(sh.get("released")))
+        put("share: locks expired", s, fmt(sh.get("lock_expiries")))
+        put(
+            "share: fates acknowledged / archived / in flight / never delivered",
+            s,
+            " / ".join(
+                fmt(fates.get(k, 0))
+                for k in ("acknowledged", "archived", "in_flight", "never_delivered")
+            ),
+        )
+        put(
+            "share: produce to acknowledged p50 / p99 / max s",
+            s,
+            " / ".join(_ms_s(ack, k) for k in ("p50", "p99", "max")),
+        )
+        put("share: acknowledged per s", s, fmt(sh.get("acknowledged_per_s")))
+        put(
+            "share: double acquisitions (never allowed)",
+            s,
+            fmt((m.get("anomalies") or {}).get("double_acquisition", 0)),
+        )
+    table = pd.DataFrame(
+        {s: [rows[k].get(s, "-") for k in rows] for s in shown}, index=list(rows), dtype="object"
+    )
+    table.index.name = "work queue"
+    return table
+
+
+def _causes(by: Mapping[str, Any] | None) -> str:
+    items = [(k, v) for k, v in (by or {}).items() if v]
+    return ", ".join(f"{k.replace('_', ' ')} {fmt(v)}" for k, v in items) if items else "0"
+
+
+def plot_work_queue(
+    metrics: Mapping[str, Mapping[str, Any]], faults: pd.DataFrame, series: Sequence[str]
+) -> Figure:
+    """Produce-to-processed latency per second of processing, one line per series (max
+    dotted), and a share group's redeliveries per second by cause and its archived records."""
+    shown = [s for s in series if (metrics.get(s) or {}).get("work_queue")]
+    shares = [s for s in shown if (metrics.get(s) or {}).get("share")]
+    fig, axes = subplots(
+        1 + len(shares), 1, figsize=(12, 3.6 + 2.6 * len(shares)), sharex=True, squeeze=False
+    )
+    axs = list(axes.flat)
+    cmap = matplotlib.colormaps["tab10"]
+    ax = axs[0]
+    for i, s in enumerate(shown):
+        rows = metrics[s]["work_queue"].get("by_second") or []
+        if not rows:
+            continue
+        color = cmap(i % 10)
+        t = [r[0] for r in rows]
+        ax.plot(t, [r[2] / 1000.0 for r in rows], color=color, label=f"{s} p50")
+        ax.plot(t, [r[3] / 1000.0 for r in rows], color=color, linestyle=":", alpha=0.7)
+        for r in faults[faults["protocol"] == s].itertuples():
+            ax.axvline(float(r.t_ms) / 1000.0, color=color, linestyle="--", alpha=0.3)
+    ax.set_ylabel("produce to processed (s)\n(dotted: max)")
+    ax.set_title("record latency by second of first processing", loc="left", fontsize=10)
+    if shown:
+        ax.legend(fontsize=7, ncol=2)
+    else:
+        _empty(ax, "no processed records")
+    colors = {
+        "redelivered:release": "#4c72b0",
+        "redelivered:lock_expiry": "#c44e52",
+        "redelivered:session_close": "#dd8452",
+        "redelivered:failover": "#8172b2",
+        "archived": "#555555",
+    }
+    for ax, s in zip(axs[1:], shares, strict=True):
+        per: dict[str, dict[int, int]] = {}
+        for sec, what, n in metrics[s]["share"].get("by_second") or []:
+            per.setdefault(str(what), {})[int(sec)] = int(n)
+        bottom: dict[int, int] = {}
+        for what, shade in colors.items():
+            got = per.get(what) or {}
+            if not got:
+                continue
+            xs = sorted(got)
+            ax.bar(
+                xs,
+                [got[x] for x in xs],
+                bottom=[bottom.get(x, 0) for x in xs],
+                width=0.9,
+                color=shade,
+                label=what.replace("redelivered:", "redelivered after ").replace("_", " "),
+            )
+            for x in xs:
+                bottom[x] = bottom.get(x, 0) + got[x]
+        expired = per.get("lock_expired") or {}
+        if expired:
+            xs = sorted(expired)
+            ax.plot(xs, [expired[x] for x in xs], "kx", label="locks expired")
+        for r in faults[faults["protocol"] == s].itertuples():
+            ax.axvline(float(r.t_ms) / 1000.0, color="black", linestyle="--", alpha=0.3)
+        ax.set_ylabel("records per s")
+        ax.set_title(f"{_title(s)}: redeliveries by cause, archived", loc="left", fontsize=10)
+        if per:
+            ax.legend(fontsize=7, ncol=3)
+        else:
+            _empty(ax, "no redeliveries or archived records")
+    axs[-1].set_xlabel("emulated time (s)")
     fig.tight_layout()
     return fig
 
@@ -1054,6 +1251,16 @@ def write_report(
             plot_migration(metrics, series, end_ms),
         )
     switches = migration_members_table(metrics, series)
+    work_queue = work_queue_table(metrics, series)
+    if not work_queue.empty:
+        add(
+            "work_queue",
+            "Work queue: each series' time from a record's produce to the end of its first "
+            "processing, by second of that processing (solid: median, dotted: max; dashed: "
+            "faults), and per share group the records redelivered each second by what made "
+            "them available again, the records archived (bars) and the locks that ran out (x).",
+            plot_work_queue(metrics, flt, series),
+        )
 
     table = metrics_table(metrics, series)
     episodes = episodes_table(metrics, series)
@@ -1128,6 +1335,9 @@ def write_report(
     if not migration.empty:
         md += ["## Online migration", "", MIGRATION_NOTE, "", md_table(migration, index=False), ""]
         md += [md_table(switches, index=False), ""]
+    if not work_queue.empty:
+        md += ["## Work queue: consumer group or share group", "", WORK_QUEUE_NOTE, ""]
+        md += [md_table(work_queue), ""]
     md += ["## Metrics", "", WHOLE_RUN_NOTE, "", md_table(table), ""]
     if not kafka.empty:
         md += ["## Kafka's metric names", "", KAFKA_NOTE, "", md_table(kafka), ""]
@@ -1196,6 +1406,12 @@ def write_report(
         h.append(f"<h2>Online migration</h2><p>{html.escape(MIGRATION_NOTE)}</p>")
         h.append(html_table(migration, index=False, css="migration"))
         h.append(html_table(switches, index=False, css="switches"))
+    if not work_queue.empty:
+        h.append(
+            "<h2>Work queue: consumer group or share group</h2>"
+            f"<p>{html.escape(WORK_QUEUE_NOTE)}</p>"
+        )
+        h.append(html_table(work_queue, css="work-queue"))
     h.append(f"<h2>Metrics</h2><p>{html.escape(WHOLE_RUN_NOTE)}</p>")
     h.append(html_table(table, css="metrics"))
     if not kafka.empty:

@@ -24,6 +24,9 @@ COMMIT_BY_NON_OWNER: Final = "commit_by_non_owner"
 STRANDED_PARTITION: Final = "stranded_partition"
 INVALID_ASSIGNMENT: Final = "invalid_assignment"
 UNBALANCED_ASSIGNMENT: Final = "unbalanced_assignment"
+DOUBLE_ACQUISITION: Final = "double_acquisition"
+"""A share group's record acquired by a member while another still held its lock
+(:mod:`analysis.share`): never allowed, the share-partition's lock rules it out."""
 
 ANOMALY_KINDS: Final = (
     DOUBLE_OWNERSHIP,
@@ -35,6 +38,7 @@ ANOMALY_KINDS: Final = (
     STRANDED_PARTITION,
     INVALID_ASSIGNMENT,
     UNBALANCED_ASSIGNMENT,
+    DOUBLE_ACQUISITION,
 )
 
 # Why an offset was processed again (the ``detail`` of a duplicate row).

@@ -262,7 +262,9 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
         d = r.summary.to_dict()
         cells = ["-" if c in legacy_only and r.protocol != "zookeeper" else str(d[c]) for c in cols]
         print(f"{r.protocol:<22}{r.status:<11}" + "".join(f"{c:>12}" for c in cells))
-        if r.summary.double_processing:
+        if r.protocol == "share":
+            _print_share(r.summary)
+        elif r.summary.double_processing:
             print(
                 f"  two members processed the same records at once: "
                 f"{r.summary.double_processing} window(s), longest "
@@ -275,7 +277,7 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
                 f"  {r.summary.deleted_unprocessed} produced messages went with a deleted topic "
                 f"before anyone processed them (not counted as unprocessed)"
             )
-        if r.summary.ordering_overlap:
+        if r.summary.ordering_overlap and r.protocol != "share":
             print(
                 f"  two members processed different records of one partition at once "
                 f"(order broken): {r.summary.ordering_overlap} window(s), total "
@@ -284,6 +286,23 @@ def _print_summary(results: list[Any], out: Path | str) -> None:
         for note in r.notes:
             print(f"  note: {note}")
     print(f"run directory: {out}")
+
+
+def _print_share(summary: Any) -> None:
+    """A share group's record fates (KIP-932): several members per partition is its point."""
+    s = summary
+    print(
+        f"  share group: {s.share_acquired} deliveries ({s.share_redelivered} redeliveries), "
+        f"{s.share_acknowledged} records acknowledged, {s.share_archived} archived "
+        f"(rejected, or delivered group.share.delivery.count.limit times), "
+        f"{s.share_released} released, {s.share_lock_expired} locks expired"
+    )
+    if s.double_processing:
+        print(
+            f"  a record processed by two members at once (its lock ran out): "
+            f"{s.double_processing} window(s), total {s.double_processing_ms / 1000.0:.1f} s "
+            f"(at least once: allowed in a share group)"
+        )
 
 
 def _zk_auth(arg: str | None) -> Any:

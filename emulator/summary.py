@@ -63,6 +63,16 @@ class RunSummary:
         ordering_overlap: such windows in which the members processed
             different records (per-partition order broken, no duplicate).
         ordering_overlap_ms: their total length, in emulated ms.
+        share_acquired: share groups (KIP-932): records acquired by a member,
+            counting each delivery.
+        share_redelivered: deliveries of a record delivered before (acquired
+            again after a release, a lock expiry, a session's close or a failover).
+        share_acknowledged: records accepted (``acknowledged``).
+        share_archived: records archived: rejected by the application or
+            delivered ``group.share.delivery.count.limit`` times.
+        share_lock_expired: records whose acquisition lock ran out.
+        share_released: records the application released, or its share
+            session's close (a leave, a crash's dropped connections) released.
     """
 
     rebalances: int = 0
@@ -82,6 +92,12 @@ class RunSummary:
     double_processing_partitions: list[str] = field(default_factory=list)
     ordering_overlap: int = 0
     ordering_overlap_ms: float = 0.0
+    share_acquired: int = 0
+    share_redelivered: int = 0
+    share_acknowledged: int = 0
+    share_archived: int = 0
+    share_lock_expired: int = 0
+    share_released: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The summary as a JSON-able dict."""
@@ -109,6 +125,8 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.gave_up += 1
         elif kind in (EventKind.TOPIC_CREATED, EventKind.TOPIC_DELETED):
             lifecycle.append(ev)
+        elif kind == EventKind.SHARE_RECORDS:
+            _share(s, ev)
         elif kind in (EventKind.PRODUCED, EventKind.PROCESSED):
             tp = (str(ev["topic"]), _int(ev["partition"]))
             rng = (_int(ev["offset_start"]), _int(ev["offset_end"]))
@@ -176,6 +194,24 @@ def summarize(events: Iterable[Mapping[str, object]]) -> RunSummary:
             s.double_processing_max_ms = max(s.double_processing_max_ms, *same)
             s.double_processing_partitions.append(_label(key))
     return s
+
+
+def _share(s: RunSummary, ev: Mapping[str, object]) -> None:
+    """One ``share_records`` event into the share counters."""
+    n = _int(ev.get("offset_end")) - _int(ev.get("offset_start"))
+    state, reason = ev.get("state"), ev.get("reason")
+    if state == "acquired":
+        s.share_acquired += n
+        if ev.get("detail"):  # what had made it available again: a redelivery
+            s.share_redelivered += n
+    elif state == "acknowledged":
+        s.share_acknowledged += n
+    elif state == "archived":
+        s.share_archived += n
+    if reason == "lock_expiry":
+        s.share_lock_expired += n
+    elif reason in ("release", "session_close") and state in ("available", "archived"):
+        s.share_released += n
 
 
 def _label(key: tuple[str, int, int]) -> str:

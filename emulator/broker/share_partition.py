@@ -213,7 +213,8 @@ class Transition:
     :data:`GAP`, :data:`RENEW`, :data:`LOCK_EXPIRY` or :data:`SESSION_CLOSE`;
     ``archived_by``: :data:`DELIVERY_LIMIT` when a return to AVAILABLE became
     ARCHIVED because the count reached the limit. ``redelivery_of``: for an
-    acquisition with count > 1, what last made the record AVAILABLE.
+    acquisition of a record delivered before, what last made it AVAILABLE (its
+    count may be 1 again: a session close lowers it from 4.1).
     """
 
     offset: int
@@ -312,7 +313,7 @@ class SharePartition:
             last_attempt = limit > 2 and r.count == limit - 1
             if last_attempt and out:
                 break  # delivered alone, in a fetch of its own
-            why = r.why_available if r.count > 0 else None
+            why = r.why_available  # set only by a return to AVAILABLE
             r.state = RecordState.ACQUIRED
             r.count += 1
             r.member = member

@@ -62,6 +62,7 @@ from emulator.host.share_fetch_client import ShareCall, ShareFetchClient
 from emulator.host.share_shell import ShareShell
 from emulator.host.shell import EmitFn, MemberShell, TopicPartition
 from emulator.legacy.wildcard import WildcardSubscription
+from emulator.modern.errors import Errors
 from emulator.modern.machine import MemberMachine, make_member_machine
 from emulator.modern.messages import GroupRequest, GroupResponse, RequestMetadata
 from emulator.protocols import ProtocolSpec, spec
@@ -509,10 +510,16 @@ class HostCore:
                 self.transport.send_share(name, call)
 
     def share_answered(self, member: str, broker: int, response: object) -> None:
-        """A share member's call was answered."""
+        """A share member's call was answered; NOT_LEADER_OR_FOLLOWER asks for fresh
+        metadata (the share consumer's ``metadata.requestUpdate``), as a fetch's does."""
         m = self._share.get(member)
-        if m is not None:
-            m.share_answered(broker, response)
+        if m is None:
+            return
+        if getattr(response, "error", None) is Errors.NOT_LEADER_OR_FOLLOWER:
+            for tp in sorted(m.client.assigned):
+                if self.transport.leader(tp) == broker:
+                    self.transport.not_leader(tp)
+        m.share_answered(broker, response)
 
     def share_failed(self, member: str, broker: int) -> None:
         """A share member's call failed (the broker is gone or cut off)."""

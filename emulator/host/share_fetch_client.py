@@ -82,6 +82,7 @@ class _Session:
     inflight: int | None = None  # the corr of the request in flight
     carried: dict[TopicPartition, tuple[AckBatch, ...]] = field(default_factory=dict)
     closing: bool = False
+    close_sent: bool = False  # the request in flight is the closing one (epoch -1)
 
 
 class ShareFetchClient:
@@ -257,10 +258,16 @@ class ShareFetchClient:
         ack_errors = {p.tp: p.ack_error for p in response.partitions}
         for tp, batches in carried.items():
             self.outcomes.append(AckOutcome(tp, batches, ack_errors.get(tp)))
-        if s.closing:
-            self.sessions.pop(broker, None)
+        if s.close_sent:
+            self.sessions.pop(broker, None)  # the session is closed at the broker
             return []
         s.epoch = 1 if s.epoch >= _MAX_EPOCH else s.epoch + 1
+        if self.closing:
+            # A fetch in flight when close() began (or the one that opened the
+            # session): the session is open at the broker and must be closed too; the
+            # records it acquired are not handed out, the closing request releases them.
+            s.closing = True
+            return []
         got: list[tuple[TopicPartition, Acquired]] = []
         for p in response.partitions:
             for a in p.acquired:
@@ -316,6 +323,7 @@ class ShareFetchClient:
     ) -> ShareCall:
         s.inflight = corr
         s.carried = dict(acks)
+        s.close_sent = epoch == CLOSE_EPOCH
         return ShareCall(
             broker,
             ShareFetchRequest(

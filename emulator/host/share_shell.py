@@ -83,7 +83,9 @@ class ShareShell(ModernShell):
         super().__init__(name, machine, emit, now_ms, send, bootstrap)
         self.share = machine
         self.client = client
-        self.implicit = machine.config.acknowledgement_mode == "implicit"
+        mode = machine.config.acknowledgement_mode
+        # 4.0 infers the mode: an application that releases or rejects calls acknowledge().
+        self.implicit = mode == "implicit" or (mode == "inferred" and not (release or reject))
         self.tracker = AckTracker(implicit=self.implicit)
         self.rng = rng
         self.release_share = release

@@ -255,7 +255,11 @@ def make_share_member(
         request_timeout_ms=kafka.get_int("request.timeout.ms"),
         max_poll_records=kafka.get_int("max.poll.records"),
         fetch_max_wait_ms=kafka.get_int("fetch.max.wait.ms"),
-        acknowledgement_mode=kafka.get_str("share.acknowledgement.mode"),
+        acknowledgement_mode=(
+            kafka.get_str("share.acknowledgement.mode")
+            if kafka_version_at_least(version, (4, 1))
+            else "inferred"
+        ),
         ignore_negative_epoch=kafka_version_at_least(version, (4, 1)),
     )
     return ShareMember(

@@ -27,9 +27,11 @@ What it reproduces:
   after any error (``sentFields`` reset).
 * **Assignment**: no revocation step and no callbacks (every share hook is a
   completed no-op, ``ShareMembershipManager`` 1007-1032): a new assignment is
-  taken at once (RECONCILING, then ACKNOWLEDGING), and acknowledged by the
-  next heartbeat, sent at once with the same epoch; the same partitions again
-  make the member STABLE.
+  taken at once (RECONCILING, then ACKNOWLEDGING; logged as a
+  ``rebalance_started`` and ``rebalance_completed`` in the same instant, as the
+  other protocols' rebalances are counted), and acknowledged by the next
+  heartbeat, sent at once with the same epoch; the same partitions again make
+  the member STABLE.
 * **Errors** (``onErrorResponse`` 351-446, ``ShareHeartbeatRequestManager``
   95-129): NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE forget the
   coordinator and heartbeat again as soon as it is found (no backoff);
@@ -135,8 +137,10 @@ class ShareConsumerConfig:
         request_timeout_ms: ``request.timeout.ms`` (30000).
         max_poll_records: ``max.poll.records`` (500): ShareFetch's MaxRecords.
         fetch_max_wait_ms: ``fetch.max.wait.ms`` (500): ShareFetch's MaxWaitMs.
-        acknowledgement_mode: ``share.acknowledgement.mode`` (``implicit``;
-            from 4.1; 4.0 infers it from the application's calls).
+        acknowledgement_mode: ``share.acknowledgement.mode`` (``implicit`` or
+            ``explicit``, from 4.1); ``inferred`` in 4.0, which has no such config:
+            explicit once the application calls ``acknowledge()`` (UNKNOWN, PENDING,
+            then EXPLICIT, ``ShareConsumerImpl`` @40 176-188), else implicit.
         ignore_negative_epoch: an answer with a negative epoch is ignored (4.1+;
             4.0 lacks the check, ``ShareMembershipManager`` @40).
     """
@@ -416,11 +420,7 @@ class ShareMember:
                 self._find_at = None
                 out.append(FindCoordinatorRequest(self._find_corr, self.group))
             return out
-        if (
-            self._hb_corr is None
-            and self.state not in _NO_HEARTBEAT
-            and now >= self._hb_due()
-        ):
+        if self._hb_corr is None and self.state not in _NO_HEARTBEAT and now >= self._hb_due():
             out.append(self._heartbeat())
         return out
 
@@ -503,8 +503,24 @@ class ShareMember:
         if new != self.assigned:
             self.state = ShareMemberState.RECONCILING
             self.stats.rebalances += 1
+            added, gone = new - self.assigned, self.assigned - new
+            out.append(
+                self._emit(
+                    EventKind.REBALANCE_STARTED,
+                    count=len(new),
+                    partitions=format_partitions(new),
+                    detail=f"added={format_partitions(added)} revoked={format_partitions(gone)}",
+                )
+            )
             out.extend(self._set_assignment(new, "assignment"))
             self.state = ShareMemberState.ACKNOWLEDGING
+            out.append(
+                self._emit(
+                    EventKind.REBALANCE_COMPLETED,
+                    count=len(new),
+                    partitions=format_partitions(new),
+                )
+            )
         elif self.state in (ShareMemberState.RECONCILING, ShareMemberState.JOINING):
             self.state = ShareMemberState.STABLE
         return out

@@ -189,6 +189,19 @@ class _Parser(TableReader):
                         f"auto-commit off, but [kafka].{json.dumps(key)} = true",
                     )
                 kafka[key] = False  # the application commits: auto-commit off everywhere
+        if (
+            (group.share_release or group.share_reject)
+            and kafka_version_at_least(kafka_version, (4, 1))
+            and kafka.get("share.acknowledgement.mode", "implicit") == "implicit"
+        ):
+            # 4.1+: acknowledge() in implicit mode throws IllegalStateException (4.0
+            # infers explicit mode from the application's first acknowledge()).
+            self.fail(
+                "[group].share_release",
+                "[group].share_release / share_reject need the share consumer to acknowledge "
+                'records itself: set [kafka]."share.acknowledgement.mode" = "explicit" '
+                f"(Kafka {kafka_version}'s implicit mode has the application acknowledge nothing)",
+            )
         placement = self.placement(self.table(doc, "placement"))
         timeline = TimelineReader(self.source).timeline(
             doc, duration_s, cluster, topics, group.consumers

@@ -1,4 +1,4 @@
-"""Metrics and plot frames on hand-built histories, every protocol."""
+"""Metrics and plot frames on hand-built histories, every protocol; share groups' metrics."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from analysis.metrics import (
     rebalance_durations,
     throughput_lag,
 )
+from analysis.report import episodes_table, work_queue_table
+from analysis.share import check_double_acquisition, share_series
+from emulator.events import EventKind
 
 pytestmark = [pytest.mark.spark]
 
@@ -42,6 +45,9 @@ def history(protocol: str) -> H:
     return h
 
 
+SHARE, CONSUMER = "share@wq", "consumer@wq"
+"""A share group and a consumer group on the same records, for the share metrics."""
+
 EPISODES = "@episodes"
 """The episode histories ride along as series ``<protocol>@episodes``, as trials do."""
 
@@ -51,10 +57,12 @@ def frames(spark: SparkSession) -> dict[str, Any]:
 
     hs: list[H | tuple[H, str]] = [history(p) for p in PROTOCOLS]
     hs += [(join_and_crash(p), p + EPISODES) for p in PROTOCOLS]
+    hs += [(share_history(), SHARE), (consumer_history(), CONSUMER)]
     df = frame(spark, hs)
     # The plot frames reuse the intermediate frames compute_metrics materialized.
     shared = SharedFrames(df)
     return {
+        "df": df,
         "metrics": compute_metrics(df, shared=shared),
         "own": [r.asDict() for r in ownership_intervals(df, shared).collect()],
         "tl": [r.asDict() for r in throughput_lag(df, bucket_ms=500).collect()],
@@ -163,3 +171,127 @@ def test_episodes_from_events(frames: dict[str, Any], protocol: str) -> None:
     assert crash["window_end_ms"] == pytest.approx(6000.0)
     named = frames["metrics"][protocol + EPISODES]["kafka_metrics"]
     assert ("RebalanceRateAndTime.count" in named["client"]) == (protocol == "zookeeper")
+
+
+# ------------------------------------------------------------- share groups
+
+
+def share_history() -> H:
+    """Two share members on t:0; on t:1 a double acquisition; on t:2 one that a
+    leader change makes legitimate (the new leader starts from the persisted state)."""
+    h = H(protocol="share").run(0, 200)
+    h.produce("t", 0, 0, 10, at=0).produce("t", 1, 0, 2, at=0).produce("t", 2, 0, 1, at=0)
+    h.start("c-0", at=0).start("c-1", at=0)
+    h.assign("c-0", ["t:0", "t:1", "t:2"], at=5).assign("c-1", ["t:0", "t:1", "t:2"], at=5)
+    # t:0: c-0 takes 0-4, c-1 5-9.
+    h.share("c-0", "t", 0, 0, 5, "acquired", "acquire", at=10)
+    h.share("c-1", "t", 0, 5, 10, "acquired", "acquire", at=10)
+    h.process("c-0", "t", 0, 0, 5, start=10, end=50)
+    h.share("c-0", "t", 0, 0, 4, "acknowledged", "accept", at=50)
+    h.share("c-0", "t", 0, 4, 5, "available", "release", at=50)
+    # c-1 is slow: its locks run out, c-0 takes 4-9 again while c-1 still works.
+    h.share("c-1", "t", 0, 5, 10, "available", "lock_expiry", at=60)
+    h.share("c-0", "t", 0, 4, 5, "acquired", "acquire", at=70, count=2, redelivery_of="release")
+    h.share(
+        "c-0", "t", 0, 5, 10, "acquired", "acquire", at=70, count=2, redelivery_of="lock_expiry"
+    )
+    h.process("c-1", "t", 0, 5, 10, start=10, end=100)
+    h.process("c-0", "t", 0, 4, 10, start=70, end=120)
+    h.share("c-0", "t", 0, 4, 9, "acknowledged", "accept", at=120)
+    h.share("c-0", "t", 0, 9, 10, "archived", "reject", at=120)
+    h.produce("t", 0, 10, 12, at=130)  # never fetched
+    # t:1: acquired by c-1 while c-0 still holds it.
+    h.share("c-0", "t", 1, 0, 2, "acquired", "acquire", at=10)
+    h.share("c-1", "t", 1, 0, 2, "acquired", "acquire", at=20)
+    # t:2: the same, but a new leader in between.
+    h.share("c-0", "t", 2, 0, 1, "acquired", "acquire", at=10)
+    h.event(
+        EventKind.LEADER_CHANGED,
+        15,
+        "broker-1",
+        topic="t",
+        partition=2,
+        broker=1,
+        generation=2,
+        reason="failover",
+    )
+    h.share("c-1", "t", 2, 0, 1, "acquired", "acquire", at=20, broker=1)
+    return h
+
+
+def consumer_history() -> H:
+    """A consumer group on the same records: one member, one duplicate."""
+    h = H(protocol="consumer").run(0, 200)
+    h.produce("t", 0, 0, 10, at=0)
+    h.start("c-0", at=0).assign("c-0", ["t:0"], at=5)
+    h.process("c-0", "t", 0, 0, 10, start=5, end=105)
+    h.process("c-0", "t", 0, 9, 10, start=105, end=115)
+    return h
+
+
+def test_a_record_acquired_while_held_is_a_double_acquisition(frames: dict[str, Any]) -> None:
+    rows = [r.asDict() for r in check_double_acquisition(frames["df"]).collect()]
+    rows = [r for r in rows if r["protocol"] == SHARE]
+    assert [(r["partition"], r["offset_start"]) for r in rows] == [(1, 0), (1, 1)]
+    assert {(r["member"], r["other_member"], r["allowed"]) for r in rows} == {
+        ("c-1-id", "c-0-id", False)
+    }
+    assert frames["metrics"][SHARE]["anomalies"]["double_acquisition"] == 2
+    assert frames["metrics"][SHARE]["anomalies_not_allowed"] >= 2
+
+
+def test_an_acquisition_after_a_lock_expiry_or_release_is_not_one(spark: SparkSession) -> None:
+    h = H(protocol="share").run(0, 100)
+    h.produce("t", 0, 0, 2, at=0)
+    h.share("c-0", "t", 0, 0, 2, "acquired", "acquire", at=1)
+    h.share("c-0", "t", 0, 0, 2, "available", "lock_expiry", at=2)
+    h.share("c-1", "t", 0, 0, 2, "acquired", "acquire", at=2, count=2, redelivery_of="x")
+    assert check_double_acquisition(h.df(spark)).count() == 0
+
+
+def test_record_fates_add_up_and_redeliveries_have_causes(frames: dict[str, Any]) -> None:
+    m = frames["metrics"][SHARE]["share"]
+    assert m["deliveries"] == 16 + 4 + 2
+    assert m["redeliveries"] == 6
+    assert m["redeliveries_by_cause"] == {"release": 1, "lock_expiry": 5}
+    assert (m["acknowledged"], m["archived"], m["archived_by_cause"]) == (9, 1, {"reject": 1})
+    assert (m["lock_expiries"], m["released"]) == (5, 1)
+    assert m["produced"] == 15
+    assert m["fates"] == {"acknowledged": 9, "archived": 1, "in_flight": 3, "never_delivered": 2}
+    assert sum(m["fates"].values()) == m["produced"]
+    assert m["ack_latency_ms"] == {"count": 9, "p50": 120.0, "p99": 120.0, "max": 120.0}
+    assert "share" not in frames["metrics"][CONSUMER]
+
+
+def test_the_work_queue_counts_both_groups_alike(frames: dict[str, Any]) -> None:
+    share, consumer = (frames["metrics"][p]["work_queue"] for p in (SHARE, CONSUMER))
+    assert (share["records"], share["processed_records"], share["never_processed"]) == (15, 10, 5)
+    assert share["processed_again"] == 6  # 4 by c-0 twice, 5-9 by c-1 and c-0
+    assert share["latency_ms"]["max"] == 100.0  # offsets 5-9: produced at 0, c-1 done at 100
+    assert (consumer["records"], consumer["processed_again"]) == (10, 1)
+    assert consumer["latency_ms"] == {"count": 10, "p50": 105.0, "p99": 105.0, "max": 105.0}
+    table = work_queue_table(frames["metrics"], [CONSUMER, SHARE])
+    assert table.loc["share: redelivered after lock expiry", SHARE] == "5"
+    assert table.loc["share: redelivered after lock expiry", CONSUMER] == "-"
+    assert table.loc["processed again", CONSUMER] == "1"
+
+
+def test_episodes_count_the_share_records_in_their_window(frames: dict[str, Any]) -> None:
+    (formation,) = frames["metrics"][SHARE]["episodes"]
+    assert formation["share_redeliveries"] == 6
+    assert formation["share_redeliveries_by_cause"] == {"lock_expiry": 5, "release": 1}
+    assert (formation["share_acknowledged"], formation["share_archived"]) == (9, 1)
+    assert formation["share_lock_expiries"] == 5
+    assert formation["share_ack_latency_max_ms"] == 120.0
+    assert formation["share_ack_latency_mean_ms"] == pytest.approx((4 * 50 + 5 * 120) / 9)
+    (cformation,) = frames["metrics"][CONSUMER]["episodes"]
+    assert cformation["share_redeliveries"] is None
+    table = episodes_table(frames["metrics"], [CONSUMER, SHARE])
+    assert list(table[table["protocol"] == SHARE]["share redelivered"]) == ["6"]
+
+
+def test_only_share_series_are_share_groups(frames: dict[str, Any]) -> None:
+    """Reports without a share series get no work-queue section (and the checkers and
+    metrics compute nothing of it: both go by :func:`share_series`)."""
+    assert share_series(["consumer", "share@t1", "zookeeper", "share"]) == ["share", "share@t1"]
+    assert work_queue_table({CONSUMER: frames["metrics"][CONSUMER]}, [CONSUMER]).empty

@@ -785,6 +785,16 @@ ERROR_CASES: list[tuple[str, str, str]] = [
     ),
     (TL + 'action = "add_partitions"\ntopic = "t"\n', "timeline[0].partitions", "is required"),
     (TL + 'action = "subscribe"\n', "timeline[0].topics", "is required"),
+    (
+        'kafka_version = "4.2"\n' + TOPIC + "[group]\nshare_release = 0.1\n",
+        "[group].share_release",
+        '"share.acknowledgement.mode" = "explicit"',
+    ),
+    (
+        TOPIC + "[group]\nshare_release = 0.6\nshare_reject = 0.5\n",
+        "[group].share_release",
+        "at most 1",
+    ),
     (TL + 'action = "subscribe"\ntopics = ["x"]\n', "timeline[0].topics[0]", 'no topic "x"'),
     (
         TL + 'action = "subscribe"\ntopics = ["t"]\nmembers = ["c-1"]\n',
@@ -869,3 +879,13 @@ consumers = 3
     assert parse_scenario(base, "lat.toml").group.zk_latency_of("c-0", 5) == 0.0
     with pytest.raises(ScenarioError, match=r"\[group\]\.zk_latency_ms"):
         parse_scenario(base + "zk_latency_ms = -1\n", "lat.toml")
+
+
+def test_share_shares_parse_with_explicit_acknowledgements_or_in_4_0() -> None:
+    """4.1+ needs explicit mode for the application to release or reject; 4.0 has no
+    such config (its consumer turns explicit on the first acknowledge())."""
+    text = TOPIC + "[group]\nshare_release = 0.1\nshare_reject = 0.05\n"
+    sc = parse('kafka_version = "4.0"\n' + text)
+    assert (sc.group.share_release, sc.group.share_reject) == (0.1, 0.05)
+    explicit = '[kafka]\n"share.acknowledgement.mode" = "explicit"\n'
+    assert parse('kafka_version = "4.1"\n' + text + explicit).group.share_release == 0.1

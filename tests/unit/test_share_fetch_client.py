@@ -84,9 +84,9 @@ def test_acknowledgements_ride_on_the_next_fetch_or_go_alone_and_block_fetching(
     # commitSync or a poll() with records buffered: a ShareAcknowledge, and no fetch this round
     c.acknowledge({TP1: accept}, {TP1: 2}, separate=True)
     (ack,) = c.calls(LEADERS.get, corr)
-    assert ack.broker == 2 and ack.request.partitions == () and dict(ack.request.acks) == {
-        TP1: accept
-    }
+    assert (
+        ack.broker == 2 and ack.request.partitions == () and dict(ack.request.acks) == {TP1: accept}
+    )
     assert ack.request.max_wait_ms == 0.0
 
 
@@ -151,5 +151,33 @@ def test_close_sends_a_closing_acknowledge_to_every_broker_with_a_session() -> N
     c.answered(2, ShareFetchResponse(by[2].request.corr, "m"))
     assert c.closed
     # the broker released what the member held and did not accept: offsets 2..4
+    sp = b1.partitions[("g", TP0)]
+    assert [sp.owner(o) for o in range(5)] == [None] * 5
+
+
+def test_a_fetch_in_flight_at_close_is_followed_by_the_closing_request() -> None:
+    """The session its answer leaves open at the broker is closed too, and what it
+    acquired is not handed out: the closing request releases it (it had hung the
+    member's leave, and its records waited for their locks)."""
+    c = client()
+    c.want_records()
+    b1 = broker()
+    x0, x1 = c.calls(LEADERS.get, corr)  # both open a session (epoch 0)
+    c.close()
+    assert c.calls(LEADERS.get, corr) == []  # one in flight per broker
+    late = b1.fetch(0.0, x0.request)
+    assert late is not None and late.partitions[0].acquired  # acquired 0..4
+    assert c.answered(1, late) == []
+    c.answered(2, ShareFetchResponse(x1.request.corr, "m"))
+    assert not c.closed
+    calls = c.calls(LEADERS.get, corr)
+    assert sorted((x.broker, x.request.session_epoch, x.request.partitions) for x in calls) == [
+        (1, -1, ()),
+        (2, -1, ()),
+    ]
+    by = {x.broker: x for x in calls}
+    c.answered(1, b1.fetch(1.0, by[1].request))  # type: ignore[arg-type]
+    c.answered(2, ShareFetchResponse(by[2].request.corr, "m"))
+    assert c.closed and c.calls(LEADERS.get, corr) == []
     sp = b1.partitions[("g", TP0)]
     assert [sp.owner(o) for o in range(5)] == [None] * 5

@@ -137,7 +137,6 @@ class TestDeliveryLimit:
         assert got == [Acquired(0, 0, 3)]  # alone
         assert p.acquire(B, 0.0, 5, 5)[0] == [Acquired(1, 4, 1)]
 
-
     def test_a_fetch_stops_before_a_record_on_its_last_attempt(self) -> None:
         p = sp(SharePartitionConfig(delivery_count_limit=3))
         p.acquire(A, 0.0, 2, 2)  # 0 and 1, count 1
@@ -203,6 +202,18 @@ class TestSessionClose:
         assert [(t.new, t.delivery_count, t.cause) for t in ts] == [
             (RecordState.AVAILABLE, 1, "session_close")
         ] * 3
+
+    def test_a_record_back_at_count_zero_is_still_a_redelivery(self) -> None:
+        """The lowered count says nothing of the first delivery: ``redelivery_of`` does."""
+        p = sp()
+        p.acquire(A, 0.0, 2, 2)
+        p.release_member(A, 1.0)  # counts 1 -> 0
+        got, ts = p.acquire(B, 2.0, 2, 2)
+        assert got == [Acquired(0, 1, 1)]
+        assert [t.redelivery_of for t in ts] == ["session_close"] * 2
+        fresh = sp()
+        _, first = fresh.acquire(A, 0.0, 1, 1)
+        assert first[0].redelivery_of is None
 
     def test_in_4_0_a_close_keeps_the_count_and_archives_at_the_limit(self) -> None:
         cfg = SharePartitionConfig.for_version("4.0", {"group.share.delivery.count.limit": 2})
