@@ -815,7 +815,8 @@ WORK_QUEUE_NOTE: Final = (
     "processing. The share rows are the share-partition leader's record states: each "
     "acquisition is a delivery; a redelivery's cause is what made the record available "
     "again (the application's release, its lock running out, its member's share session "
-    "closing on a leave or crash, a new leader); archived records were rejected or reached "
+    "closing on a leave or crash, a new leader), and how many of them a crashed member had "
+    "held; archived records were rejected or reached "
     "group.share.delivery.count.limit; fates: every produced record's last state, adding up "
     "to the records produced. Several members on one partition, records processed out of "
     "order and, after a lock ran out, twice at once are what a share group allows; a record "
@@ -870,6 +871,11 @@ def work_queue_table(
         put("share: redeliveries", s, fmt(sh.get("redeliveries")))
         for cause in _SHARE_CAUSES:
             put(f"share: redelivered after {cause.replace('_', ' ')}", s, fmt(by.get(cause, 0)))
+        put(
+            "share: of which the holder had crashed",
+            s,
+            fmt(sh.get("redeliveries_after_crash", 0)),
+        )
         put("share: acknowledged", s, fmt(sh.get("acknowledged")))
         put(
             "share: archived (by cause)",

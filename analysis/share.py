@@ -21,10 +21,13 @@ it does not allow is checked here:
   made it available again, as its delivery count need not: a session close
   lowers it from 4.1) and ``redeliveries_by_cause`` (``release`` by the application,
   ``lock_expiry``, ``session_close``: its member's share session closed, on a
-  leave or a crash's dropped connections; ``failover``);
+  leave or a crash's dropped connections; ``failover``), and
+  ``redeliveries_after_crash``: those of records whose holder had crashed when
+  they came back (by a session close from 4.1, by their locks running out in 4.0);
 * ``acknowledged`` (accepted), ``archived`` and ``archived_by_cause``
   (``reject``, ``delivery_limit``: ``group.share.delivery.count.limit``
-  deliveries, ``gap``), ``lock_expiries``, ``released``;
+  deliveries, ``gap``), ``lock_expiries``, ``released`` (records made available
+  or archived by the application's release or by a session close);
 * ``fates``: every produced record's last state at the end: ``acknowledged``,
   ``archived``, ``in_flight`` (acquired or available again) or
   ``never_delivered`` (produced, never acquired: before the share-partition's
@@ -176,6 +179,7 @@ def share_metrics(
             "archived_by_cause": {},
             "lock_expiries": 0,
             "released": 0,
+            "redeliveries_after_crash": 0,
         }
         for s in series
     }
@@ -202,6 +206,7 @@ def share_metrics(
             m["lock_expiries"] += n
         elif reason in ("release", "session_close") and state in ("available", "archived"):
             m["released"] += n
+    _after_crash(ev, out)
     _fates(ev, out)
     acks = _latency(ev, out)
     timelines: dict[str, ShareTimeline] = {s: ([], acks.get(s, [])) for s in series}
@@ -235,6 +240,45 @@ def share_metrics(
             per_s[key] = per_s.get(key, 0) + c.n
         out[s]["by_second"] = [[sec, what, n] for (sec, what), n in sorted(per_s.items())]
     return out, timelines
+
+
+def _after_crash(ev: DataFrame, out: dict[str, dict[str, Any]]) -> None:
+    """``redeliveries_after_crash``: redeliveries of records whose holder had crashed
+    when they came back (its share session closed by the dropped connections, 4.1+,
+    or its locks ran out, 4.0)."""
+    crashed = ev.where(F.col("kind") == K.CONSUMER_CRASHED.value).select(
+        "protocol", "member", F.col("t_emu_ms").alias("t_crash")
+    )
+    ids = (
+        ev.where(F.col("member").isNotNull() & F.col("member_id").isNotNull())
+        .select("protocol", "member", "member_id")
+        .distinct()
+    )
+    holders = crashed.join(ids, ["protocol", "member"]).select(
+        "protocol", F.col("member_id").alias("prev_member"), "t_crash"
+    )
+    w = Window.partitionBy("protocol", "topic", "partition", "offset").orderBy("t", "seq")
+    rec = _records(ev).select(
+        "protocol",
+        "state",
+        "detail",
+        F.lag("member_id").over(w).alias("prev_member"),
+        F.lag("t").over(w).alias("prev_t"),
+    )
+    again = rec.where(
+        (F.col("state") == "acquired") & F.col("detail").isin("lock_expiry", "session_close")
+    )
+    rows = (
+        again.join(holders, ["protocol", "prev_member"])
+        .where(F.col("t_crash") <= F.col("prev_t"))
+        .groupBy("protocol")
+        .count()
+        .collect()
+    )
+    for r in rows:
+        m = out.get(str(r["protocol"]))
+        if m is not None:
+            m["redeliveries_after_crash"] = int(r["count"])
 
 
 def _fates(ev: DataFrame, out: dict[str, dict[str, Any]]) -> None:

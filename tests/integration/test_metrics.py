@@ -178,7 +178,8 @@ def test_episodes_from_events(frames: dict[str, Any], protocol: str) -> None:
 
 def share_history() -> H:
     """Two share members on t:0; on t:1 a double acquisition; on t:2 one that a
-    leader change makes legitimate (the new leader starts from the persisted state)."""
+    leader change makes legitimate (the new leader starts from the persisted state);
+    on t:3 a member crashes holding records, released when its session closes."""
     h = H(protocol="share").run(0, 200)
     h.produce("t", 0, 0, 10, at=0).produce("t", 1, 0, 2, at=0).produce("t", 2, 0, 1, at=0)
     h.start("c-0", at=0).start("c-1", at=0)
@@ -216,6 +217,12 @@ def share_history() -> H:
         reason="failover",
     )
     h.share("c-1", "t", 2, 0, 1, "acquired", "acquire", at=20, broker=1)
+    # t:3: c-2 crashes holding 0-1; its dropped connection closes its share session.
+    h.produce("t", 3, 0, 2, at=0).start("c-2", at=0).assign("c-2", ["t:3"], at=5)
+    h.share("c-2", "t", 3, 0, 2, "acquired", "acquire", at=10)
+    h.crash("c-2", at=20)
+    h.share("c-2", "t", 3, 0, 2, "available", "session_close", at=20, count=0)
+    h.share("c-0", "t", 3, 0, 2, "acquired", "acquire", at=30, redelivery_of="session_close")
     return h
 
 
@@ -251,13 +258,14 @@ def test_an_acquisition_after_a_lock_expiry_or_release_is_not_one(spark: SparkSe
 
 def test_record_fates_add_up_and_redeliveries_have_causes(frames: dict[str, Any]) -> None:
     m = frames["metrics"][SHARE]["share"]
-    assert m["deliveries"] == 16 + 4 + 2
-    assert m["redeliveries"] == 6
-    assert m["redeliveries_by_cause"] == {"release": 1, "lock_expiry": 5}
+    assert m["deliveries"] == 16 + 4 + 2 + 4
+    assert m["redeliveries"] == 8
+    assert m["redeliveries_by_cause"] == {"release": 1, "lock_expiry": 5, "session_close": 2}
+    assert m["redeliveries_after_crash"] == 2  # c-2's, not c-1's (alive when its locks ran out)
     assert (m["acknowledged"], m["archived"], m["archived_by_cause"]) == (9, 1, {"reject": 1})
-    assert (m["lock_expiries"], m["released"]) == (5, 1)
-    assert m["produced"] == 15
-    assert m["fates"] == {"acknowledged": 9, "archived": 1, "in_flight": 3, "never_delivered": 2}
+    assert (m["lock_expiries"], m["released"]) == (5, 1 + 2)  # c-0's release, c-2's close
+    assert m["produced"] == 17
+    assert m["fates"] == {"acknowledged": 9, "archived": 1, "in_flight": 5, "never_delivered": 2}
     assert sum(m["fates"].values()) == m["produced"]
     assert m["ack_latency_ms"] == {"count": 9, "p50": 120.0, "p99": 120.0, "max": 120.0}
     assert "share" not in frames["metrics"][CONSUMER]
@@ -265,7 +273,7 @@ def test_record_fates_add_up_and_redeliveries_have_causes(frames: dict[str, Any]
 
 def test_the_work_queue_counts_both_groups_alike(frames: dict[str, Any]) -> None:
     share, consumer = (frames["metrics"][p]["work_queue"] for p in (SHARE, CONSUMER))
-    assert (share["records"], share["processed_records"], share["never_processed"]) == (15, 10, 5)
+    assert (share["records"], share["processed_records"], share["never_processed"]) == (17, 10, 7)
     assert share["processed_again"] == 6  # 4 by c-0 twice, 5-9 by c-1 and c-0
     assert share["latency_ms"]["max"] == 100.0  # offsets 5-9: produced at 0, c-1 done at 100
     assert (consumer["records"], consumer["processed_again"]) == (10, 1)
@@ -278,8 +286,12 @@ def test_the_work_queue_counts_both_groups_alike(frames: dict[str, Any]) -> None
 
 def test_episodes_count_the_share_records_in_their_window(frames: dict[str, Any]) -> None:
     (formation,) = frames["metrics"][SHARE]["episodes"]
-    assert formation["share_redeliveries"] == 6
-    assert formation["share_redeliveries_by_cause"] == {"lock_expiry": 5, "release": 1}
+    assert formation["share_redeliveries"] == 8
+    assert formation["share_redeliveries_by_cause"] == {
+        "lock_expiry": 5,
+        "release": 1,
+        "session_close": 2,
+    }
     assert (formation["share_acknowledged"], formation["share_archived"]) == (9, 1)
     assert formation["share_lock_expiries"] == 5
     assert formation["share_ack_latency_max_ms"] == 120.0
@@ -287,7 +299,7 @@ def test_episodes_count_the_share_records_in_their_window(frames: dict[str, Any]
     (cformation,) = frames["metrics"][CONSUMER]["episodes"]
     assert cformation["share_redeliveries"] is None
     table = episodes_table(frames["metrics"], [CONSUMER, SHARE])
-    assert list(table[table["protocol"] == SHARE]["share redelivered"]) == ["6"]
+    assert list(table[table["protocol"] == SHARE]["share redelivered"]) == ["8"]
 
 
 def test_only_share_series_are_share_groups(frames: dict[str, Any]) -> None:
