@@ -49,16 +49,18 @@ from :func:`plan_files`, set by :func:`load_events`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
+import msgspec
 import pyarrow as pa
 from crc32c import crc32c
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -66,6 +68,7 @@ from pyspark.sql.types import StructType
 
 from analysis.schema import SOURCE_FILE, arrow_schema, column_names, spark_schema
 from emulator.eventlog import CorruptEventLog
+from emulator.events import FIELDS
 from emulator.logformat import (
     FRAMED_VERSION,
     HEADER,
@@ -79,6 +82,8 @@ from emulator.storage import Location, StorageError, is_url, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from analysis.columnar import CacheReport
 
 FORMAT: Final = "rebalance-events"
 """The data source's format name for ``spark.read.format``."""
@@ -431,36 +436,49 @@ def _marker_batch(seg: Segment) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(cols, schema=arrow_schema())
 
 
+def _segment_blocks(seg: Segment, f: Any) -> Iterator[tuple[int, int, bytes]]:
+    """``(byte offset, records, payload)`` for each block of a schema-2 segment.
+
+    Checksums are verified again: a file changed since it was planned is
+    named, not misread.
+    """
+    pos = seg.start
+    while pos < seg.end:
+        head = f.read(HEADER_BYTES)
+        if len(head) < HEADER_BYTES:
+            raise CorruptEventLog(seg.path, pos, "file is shorter than when it was planned")
+        _magic, length, records, pcrc, _hcrc = HEADER.unpack(head)
+        payload = f.read(length)
+        if len(payload) < length or crc32c(payload) != pcrc:
+            raise CorruptEventLog(seg.path, pos, "block changed since it was planned")
+        yield pos, records, payload
+        pos += HEADER_BYTES + length
+
+
+def _block_records(seg: Segment, pos: int, records: int, payload: bytes) -> Iterator[Any]:
+    """The decoded records of one schema-2 block (``pos``: its offset, for errors)."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+    unpacker.feed(payload)
+    n = 0
+    try:
+        for obj in unpacker:
+            n += 1
+            yield obj
+    except _UNPACK_ERRORS as exc:
+        raise CorruptEventLog(seg.path, pos, str(exc) or type(exc).__name__) from None
+    if n != records:
+        raise CorruptEventLog(seg.path, pos, f"block holds {n} events, header says {records}")
+
+
 def _segment_records(seg: Segment, f: Any) -> Iterator[tuple[int, Any]]:
     """``(byte offset, decoded record)`` for each record of a segment, from ``f`` at its start.
 
-    Schema 2: the block's offset for each of its records (checksums are
-    verified again: a file changed since it was planned is named, not misread).
+    Schema 2: the block's offset for each of its records.
     """
     if seg.framed:
-        pos = seg.start
-        while pos < seg.end:
-            head = f.read(HEADER_BYTES)
-            if len(head) < HEADER_BYTES:
-                raise CorruptEventLog(seg.path, pos, "file is shorter than when it was planned")
-            _magic, length, records, pcrc, _hcrc = HEADER.unpack(head)
-            payload = f.read(length)
-            if len(payload) < length or crc32c(payload) != pcrc:
-                raise CorruptEventLog(seg.path, pos, "block changed since it was planned")
-            unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
-            unpacker.feed(payload)
-            n = 0
-            try:
-                for obj in unpacker:
-                    n += 1
-                    yield pos, obj
-            except _UNPACK_ERRORS as exc:
-                raise CorruptEventLog(seg.path, pos, str(exc) or type(exc).__name__) from None
-            if n != records:
-                raise CorruptEventLog(
-                    seg.path, pos, f"block holds {n} events, header says {records}"
-                )
-            pos += HEADER_BYTES + length
+        for pos, records, payload in _segment_blocks(seg, f):
+            for obj in _block_records(seg, pos, records, payload):
+                yield pos, obj
         return
     unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False, read_size=_READ_SIZE)
     for _ in range(seg.records):
@@ -479,8 +497,55 @@ def _segment_records(seg: Segment, f: Any) -> Iterator[tuple[int, Any]]:
         raise CorruptEventLog(seg.path, end, f"records end at byte {end}, planned {seg.end}")
 
 
+_PY_TYPES: Final[dict[str, type]] = {"long": int, "double": float, "string": str, "boolean": bool}
+
+
+@functools.cache
+def _block_decoder() -> tuple[msgspec.msgpack.Decoder[list[Any]], list[int]]:
+    """A typed msgspec decoder of a block as one array of event structs, and
+    each event column's position in the struct's field order.
+
+    The struct takes only what the plain decoder would turn into the same row:
+    known fields, values of their column's type (``kind`` required), so any
+    record it refuses is decoded again the plain way, which names the problem.
+    """
+    fields: list[Any] = [
+        (f.name, _PY_TYPES[f.type])
+        if f.name == "kind"
+        else (f.name, _PY_TYPES[f.type] | None, None)
+        for f in FIELDS
+    ]
+    struct = msgspec.defstruct("EventRecord", fields, kw_only=True, forbid_unknown_fields=True)
+    order = list(struct.__struct_fields__)
+    decoder = msgspec.msgpack.Decoder(list[struct])  # type: ignore[valid-type]
+    return decoder, [order.index(n) for n in column_names()[:-1]]
+
+
+def _fast_block_columns(records: int, payload: bytes) -> list[Sequence[Any]] | None:
+    """One block's event columns decoded by msgspec, or ``None`` when it refuses
+    anything (then :func:`_block_records` decodes the block and names the fault)."""
+    decoder, positions = _block_decoder()
+    try:
+        # The block is ``records`` maps back to back: with an array32 header in
+        # front, it decodes as one array in one call.
+        events = decoder.decode(b"\xdd" + records.to_bytes(4, "big") + payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if len(events) != records:
+        return None
+    if not events:
+        return [() for _ in positions]
+    by_field = list(zip(*map(msgspec.structs.astuple, events), strict=True))
+    return [by_field[i] for i in positions]
+
+
 def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Decode one segment's records into Arrow batches of the event schema.
+    """Decode one segment's records into Arrow batches of the event schema
+    (``batch_rows`` rows each, the last one fewer).
+
+    Schema-2 blocks are decoded by msgspec straight into typed structs and
+    transposed into columns; a block it refuses is decoded record by record,
+    which finds and names the fault.
 
     Raises:
         CorruptEventLog: a record that is not an event map, has a key that is
@@ -495,48 +560,71 @@ def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator
         opened = _open_uri(seg.uri) if seg.uri else open(seg.path, "rb")  # noqa: SIM115
     except StorageError as exc:
         raise CorruptEventLog(seg.path, seg.start, f"cannot open: {exc}") from None
+    pending: list[list[Any]] = [[] for _ in event_names]
+    offsets: list[int] = []  # each pending row's byte offset (its block's, schema 2)
+    done = 0
+
+    def batch(n: int) -> pa.RecordBatch:
+        arrays = []
+        for name, typ, col in zip(event_names, types, pending, strict=True):
+            values = col[:n]
+            try:
+                arrays.append(pa.array(values, type=typ))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+                i = _first_bad(values, typ)
+                raise CorruptEventLog(
+                    seg.path, offsets[i], f"field {name!r} is not {typ}: {values[i]!r}"
+                ) from None
+            del col[:n]
+        del offsets[:n]
+        arrays.append(pa.array([seg.rel] * n, type=pa.string()))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def add(pos: int, obj: Any) -> None:
+        if type(obj) is not dict or "kind" not in obj:
+            raise CorruptEventLog(
+                seg.path, pos, f"record is a {type(obj).__name__}, not an event map"
+            )
+        row = len(offsets)
+        offsets.append(pos)
+        for col in pending:
+            col.append(None)
+        try:
+            for k, v in obj.items():
+                pending[index[k]][row] = v
+        except (KeyError, TypeError):
+            bad = sorted(str(k) for k in obj if k not in index)
+            raise CorruptEventLog(seg.path, pos, f"unknown event field {bad[0]!r}") from None
+
+    index = {n: i for i, n in enumerate(event_names)}
     with opened as f:
         f.seek(seg.start)
-        records = _segment_records(seg, f)
-        left = seg.records
-        while left > 0:
-            n = min(batch_rows, left)
-            cols: dict[str, list[Any]] = {name: [None] * n for name in event_names}
-            offsets = [0] * n
-            for i in range(n):
-                got = next(records, None)
-                if got is None:
-                    raise CorruptEventLog(
-                        seg.path, seg.end, "file holds fewer events than when it was planned"
-                    )
-                pos, obj = got
-                offsets[i] = pos
-                if type(obj) is not dict or "kind" not in obj:
-                    raise CorruptEventLog(
-                        seg.path, pos, f"record is a {type(obj).__name__}, not an event map"
-                    )
-                try:
-                    for k, v in obj.items():
-                        cols[k][i] = v
-                except (KeyError, TypeError):
-                    bad = sorted(str(k) for k in obj if k not in cols)
-                    raise CorruptEventLog(
-                        seg.path, pos, f"unknown event field {bad[0]!r}"
-                    ) from None
-            arrays = []
-            for name, typ in zip(event_names, types, strict=True):
-                try:
-                    arrays.append(pa.array(cols[name], type=typ))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
-                    i = _first_bad(cols[name], typ)
-                    raise CorruptEventLog(
-                        seg.path, offsets[i], f"field {name!r} is not {typ}: {cols[name][i]!r}"
-                    ) from None
-            arrays.append(pa.array([seg.rel] * n, type=pa.string()))
-            left -= n
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-        for _ in records:  # the schema-1 end check
-            pass
+        if seg.framed:
+            for pos, records, payload in _segment_blocks(seg, f):
+                cols = _fast_block_columns(records, payload)
+                if cols is None:
+                    for obj in _block_records(seg, pos, records, payload):
+                        add(pos, obj)
+                else:
+                    for col, values in zip(pending, cols, strict=True):
+                        col.extend(values)
+                    offsets.extend([pos] * records)
+                while len(offsets) >= batch_rows:
+                    done += batch_rows
+                    yield batch(batch_rows)
+        else:
+            for pos, obj in _segment_records(seg, f):
+                add(pos, obj)
+                if len(offsets) >= batch_rows:
+                    done += batch_rows
+                    yield batch(batch_rows)
+    if offsets:
+        done += len(offsets)
+        yield batch(len(offsets))
+    if done != seg.records:
+        raise CorruptEventLog(
+            seg.path, seg.end, f"segment holds {done} events, {seg.records} when it was planned"
+        )
 
 
 def _first_bad(values: list[Any], typ: pa.DataType) -> int:
@@ -563,6 +651,10 @@ class LoadedEvents:
         plan_s: seconds the driver spent walking the files.
         plans: every file's plan, with what its walk found (``plan.report``:
             damage, closed or not, checksum).
+        cache: what the columnar cache did (:mod:`analysis.columnar`), when
+            the events were read from it; else ``None``.
+        cache_note: why the columnar cache was not used, when it was asked
+            for and could not be (remote storage, a directory not writable).
     """
 
     events: DataFrame
@@ -573,6 +665,8 @@ class LoadedEvents:
     segments: int = 0
     plan_s: float = 0.0
     plans: list[FilePlan] = field(default_factory=list)
+    cache: CacheReport | None = None
+    cache_note: str = ""
 
     @property
     def damage(self) -> list[Damage]:
@@ -587,11 +681,18 @@ def load_events(
     *,
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    columnar: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> LoadedEvents:
-    """Load a run directory's event logs through the ``rebalance-events`` data source.
+    """Load a run directory's event logs through the ``rebalance-events`` data
+    source, or with ``columnar`` through the run's columnar cache.
 
     The driver walks every file first (see :func:`plan_file`): truncated tails
     are counted here and framing corruption raises before any Spark job.
+    With ``columnar``, the logs of a local, writable run directory are decoded
+    into Parquet once and read back by Spark's own scanner (see
+    :mod:`analysis.columnar`; the rows are the same); elsewhere
+    ``LoadedEvents.cache_note`` says why the data source read them instead.
 
     Args:
         spark: a session from :func:`analysis.spark.get_spark` (the source is
@@ -602,15 +703,46 @@ def load_events(
         protocols: only these protocols' logs (``<run>/<protocol>/events``).
         segment_bytes: split files larger than this (``0``: one partition per file).
         batch_rows: rows per Arrow batch.
+        columnar: read through the columnar cache where there can be one.
+        progress: called with a line when the cache decodes logs.
 
     Raises:
         EventLogError: no such directory, no logs, a requested protocol without
-            logs, or a corrupt log (message names path and byte offset).
+            logs, a corrupt log (message names path and byte offset), or a
+            columnar cache that cannot be written.
     """
     remote = _remote_root(run_dir)
     if remote is not None:
-        return _load_remote(spark, remote, protocols, segment_bytes, batch_rows)
+        loaded = _load_remote(spark, remote, protocols, segment_bytes, batch_rows)
+        if columnar:
+            loaded.cache_note = "run on remote storage: read through the data source"
+        return loaded
     root = _local_root(run_dir)
+    plans, manifest, plan_s = _plan_local(root, protocols, segment_bytes)
+    if not columnar:
+        return _loaded(spark, str(root), plans, manifest, plan_s, batch_rows)
+    base = root if root.is_dir() else root.parent
+    cached = _from_cache(spark, base, plans, progress)
+    if isinstance(cached, str):
+        loaded = _loaded(spark, str(root), plans, manifest, plan_s, batch_rows)
+        loaded.cache_note = f"no columnar cache ({cached}): read through the data source"
+        return loaded
+    events, report = cached
+    loaded = _loaded(spark, str(root), plans, manifest, plan_s, batch_rows, events)
+    loaded.cache = report
+    return loaded
+
+
+def _plan_local(
+    root: Path, protocols: Sequence[str] | None, segment_bytes: int
+) -> tuple[list[FilePlan], dict[str, Any], float]:
+    """A local run's plans, its manifest (empty when there is none) and the
+    planning's seconds.
+
+    Raises:
+        EventLogError: no such directory, no logs, a requested protocol
+            without logs, an unreadable manifest or a corrupt log.
+    """
     files = find_logs(root, protocols)
     if not files:
         raise EventLogError(f"no event logs (*.msgpack) under {root}", str(root))
@@ -626,8 +758,144 @@ def load_events(
         plans = plan_files(root, files, segment_bytes)
     except CorruptEventLog as exc:
         raise EventLogError(str(exc), exc.path, exc.offset) from None
-    plan_s = time.perf_counter() - t0
-    return _loaded(spark, str(root), plans, manifest, plan_s, batch_rows)
+    return plans, manifest, time.perf_counter() - t0
+
+
+def _from_cache(
+    spark: SparkSession,
+    base: Path,
+    plans: Sequence[FilePlan],
+    progress: Callable[[str], None] | None,
+) -> tuple[DataFrame, CacheReport] | str:
+    """The planned logs read through ``base``'s columnar cache, or why there is none.
+
+    Raises:
+        EventLogError: a log that changed since it was planned or holds a bad
+            record, or a cache that cannot be written.
+    """
+    from analysis.columnar import cache_dir_for, refresh
+
+    cache, why = cache_dir_for(base)
+    if cache is None:
+        return why
+    try:
+        paths, report = refresh(cache, base, plans, progress)
+    except CorruptEventLog as exc:
+        raise EventLogError(str(exc), exc.path, exc.offset) from None
+    except OSError as exc:
+        raise EventLogError(f"cannot write the columnar cache {cache}: {exc}", str(cache)) from None
+    return spark.read.schema(spark_schema()).parquet(*map(str, paths)), report
+
+
+RUN_COLUMN: Final = "run"
+"""The column :func:`load_runs` adds: the run directory's name."""
+
+
+def load_runs(
+    spark: SparkSession,
+    run_dirs: Sequence[Path],
+    *,
+    columnar: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[DataFrame, dict[str, LoadedEvents]]:
+    """Many local run directories as one event table, with their name as
+    :data:`RUN_COLUMN`; and each run's own :class:`LoadedEvents` (its
+    ``events`` the table's rows of that run). See :func:`plan_runs` and
+    :func:`read_runs`.
+
+    Raises:
+        EventLogError: two runs with one name, or what :func:`load_events` raises.
+    """
+    runs = plan_runs(run_dirs)
+    return read_runs(spark, run_dirs, runs, columnar=columnar, progress=progress), runs
+
+
+def plan_runs(run_dirs: Sequence[Path]) -> dict[str, LoadedEvents]:
+    """Each local run directory planned (by its name), nothing read yet: its
+    ``events`` are set by :func:`read_runs`.
+
+    Raises:
+        EventLogError: two runs with one name, or what :func:`load_events` raises.
+    """
+    names = [Path(d).name for d in run_dirs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise EventLogError(f"two run directories are named {dup!r}", dup)
+    runs: dict[str, LoadedEvents] = {}
+    for d, name in zip(run_dirs, names, strict=True):
+        plans, manifest, plan_s = _plan_local(Path(d), None, DEFAULT_SEGMENT_BYTES)
+        runs[name] = LoadedEvents(
+            events=None,  # type: ignore[arg-type]  # set by read_runs
+            files=len(plans),
+            truncated=[(p.rel, p.truncated_bytes) for p in plans if p.truncated_bytes],
+            manifest=manifest,
+            records=sum(p.records for p in plans),
+            segments=sum(len(p.segments) for p in plans),
+            plan_s=plan_s,
+            plans=plans,
+        )
+    return runs
+
+
+def read_runs(
+    spark: SparkSession,
+    run_dirs: Sequence[Path],
+    runs: Mapping[str, LoadedEvents],
+    *,
+    columnar: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """The planned runs (:func:`plan_runs`) as one event table with :data:`RUN_COLUMN`.
+
+    Through the data source, the runs' segments are one plan: one read, not
+    one per run. With ``columnar``, each run's cache is brought up to date and
+    their Parquet files are read together (a run whose directory cannot hold
+    a cache sends them all through the data source, and every run's
+    ``cache_note`` says why).
+
+    Raises:
+        EventLogError: a log that changed since it was planned, or a cache
+            that cannot be written.
+    """
+    from pyspark.sql import functions as F
+
+    names = [Path(d).name for d in run_dirs]
+    table: DataFrame | None = None
+    if columnar:
+        parts: list[DataFrame] = []
+        for d, name in zip(run_dirs, names, strict=True):
+            cached = _from_cache(spark, Path(d), runs[name].plans, progress)
+            if isinstance(cached, str):
+                for r in runs.values():
+                    r.cache = None
+                    r.cache_note = (
+                        f"no columnar cache for {name} ({cached}): all runs read "
+                        "through the data source"
+                    )
+                break
+            parts.append(cached[0].withColumn(RUN_COLUMN, F.lit(name)))
+            runs[name].cache = cached[1]
+        else:
+            table = parts[0]
+            for part in parts[1:]:
+                table = table.unionByName(part)
+    if table is None:
+        # one plan: each segment's source_file is "<run>/<file>", cut apart below
+        segments = [
+            replace(s, rel=f"{name}/{s.rel}")
+            for name in names
+            for p in runs[name].plans
+            for s in p.segments
+        ]
+        table = (
+            _reader(spark, json.dumps([asdict(s) for s in segments]), DEFAULT_BATCH_ROWS)
+            .load(str(Path(run_dirs[0]).parent))
+            .withColumn(RUN_COLUMN, F.substring_index(F.col(SOURCE_FILE), "/", 1))
+            .withColumn(SOURCE_FILE, F.expr(f"substring({SOURCE_FILE}, length({RUN_COLUMN}) + 2)"))
+        )
+    for name in names:
+        runs[name].events = table.where(F.col(RUN_COLUMN) == name).drop(RUN_COLUMN)
+    return table
 
 
 def _load_remote(
@@ -662,15 +930,14 @@ def _loaded(
     manifest: dict[str, Any],
     plan_s: float,
     batch_rows: int,
+    events: DataFrame | None = None,
 ) -> LoadedEvents:
-    _ensure_registered(spark)
+    """The loaded run: ``events`` when they were read another way, else the
+    data source's read of the plans."""
     df = (
-        spark.read.format(FORMAT)
-        .option("plan", _plan_to_json(plans))
-        .option("truncated", "skip")
-        .option("damaged", "skip")
-        .option("batchRows", str(batch_rows))
-        .load(root)
+        events
+        if events is not None
+        else _reader(spark, _plan_to_json(plans), batch_rows).load(root)
     )
     return LoadedEvents(
         events=df,
@@ -681,6 +948,20 @@ def _loaded(
         segments=sum(len(p.segments) for p in plans),
         plan_s=plan_s,
         plans=list(plans),
+    )
+
+
+def _reader(spark: SparkSession, plan: str, batch_rows: int) -> Any:
+    """The data source's reader of a plan: tails and damage skipped (the plans
+    list them), the event schema given."""
+    _ensure_registered(spark)
+    return (
+        spark.read.format(FORMAT)
+        .schema(spark_schema())
+        .option("plan", plan)
+        .option("truncated", "skip")
+        .option("damaged", "skip")
+        .option("batchRows", str(batch_rows))
     )
 
 

@@ -107,7 +107,7 @@ def analyze_trials(
     from pyspark.sql import functions as F
 
     from analysis.checkers import SharedFrames, run_checkers
-    from analysis.datasource import load_events
+    from analysis.datasource import RUN_COLUMN, plan_runs, read_runs
     from analysis.evidence import assess
     from analysis.metrics import compute_metrics, request_snapshots
     from analysis.spark import release_spark_memory
@@ -124,7 +124,7 @@ def analyze_trials(
             manifest = json.loads((d / "manifest.json").read_text())
         except (OSError, ValueError):
             continue
-        loaded = load_events(spark, str(d))
+        (loaded,) = plan_runs([d]).values()  # read below, a batch of trials at once
         todo.append((t, d, loaded, manifest))
     if not todo:
         return out
@@ -139,23 +139,27 @@ def analyze_trials(
         size += item[2].records
     for bi, batch in enumerate(batches, 1):
         t0 = time.monotonic()
-        frames = []
         requests: dict[str, list[tuple[float, int]]] = {}
         evidence: dict[str, dict[str, Any]] = {}
-        for t, _d, loaded, manifest in batch:
+        tids: dict[str, str] = {}  # trial directory name -> trial id
+        for t, d, loaded, manifest in batch:
             tid = str(t["id"])
-            frames.append(
-                loaded.events.withColumn(
-                    "protocol", F.concat(F.col("protocol"), F.lit(SERIES_SEP + tid))
-                )
-            )
+            tids[d.name] = tid
             for p, snaps in request_snapshots(manifest).items():
                 requests[f"{p}{SERIES_SEP}{tid}"] = snaps
             ev = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
             evidence[tid] = {p: e.to_dict() for p, e in ev.items()}
-        events = frames[0]
-        for f in frames[1:]:
-            events = events.unionByName(f)
+        # The batch's trials in one read, each trial's protocols their own series.
+        dirs = [d for _t, d, _l, _m in batch]
+        table = read_runs(
+            spark, dirs, {d.name: item[2] for d, item in zip(dirs, batch, strict=True)}
+        )
+        trial = F.col(RUN_COLUMN)
+        if any(name != tid for name, tid in tids.items()):
+            trial = F.create_map(*[F.lit(x) for kv in tids.items() for x in kv])[trial]
+        events = table.withColumn(
+            "protocol", F.concat(F.col("protocol"), F.lit(SERIES_SEP), trial)
+        ).drop(RUN_COLUMN)
         n = sum(item[2].records for item in batch)
         parts = max(spark.sparkContext.defaultParallelism, math.ceil(n / 500_000))
         events = events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)

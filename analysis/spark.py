@@ -54,10 +54,10 @@ def get_spark(
     Sets ``SPARK_LOCAL_IP=127.0.0.1`` when unset (the driver binds to loopback),
     turns the UI off, uses 8 shuffle partitions, and for a local master runs the
     Python workers with this interpreter (``PYSPARK_PYTHON``, when unset) so they
-    see the same packages (pyarrow, msgpack, this project). For any other master
+    see the same packages (pyarrow, msgpack, msgspec, this project). For any other master
     the executors get this project's ``emulator`` and ``analysis`` packages as a
     zip (``addPyFile``, what ``--py-files`` does), so they need only Python with
-    ``msgpack`` and ``pyarrow`` (``PYSPARK_PYTHON`` names it). Registers the
+    ``msgpack``, ``msgspec`` and ``pyarrow`` (``PYSPARK_PYTHON`` names it). Registers the
     ``rebalance-events`` data source (:mod:`analysis.datasource`).
     """
     from analysis.datasource import RebalanceEventsDataSource

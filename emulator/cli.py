@@ -741,7 +741,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         _print_report(report_dir)
         return code
     dirs: list[Path | str] = [d if is_url(d) else Path(d) for d in args.run_dir]
-    code, report_dir = _compare(dirs, args.out, args.spark_master, args.allow_incomplete)
+    code, report_dir = _compare(
+        dirs, args.out, args.spark_master, args.allow_incomplete, cache=not args.no_cache
+    )
     _print_report(report_dir)
     return code
 
@@ -751,6 +753,7 @@ def _compare(
     out: str | None,
     spark_master: str | None,
     allow_incomplete: bool = False,
+    cache: bool = True,
 ) -> tuple[int, Path | None]:
     """Run :func:`analysis.compare.compare_runs`; an exit code and the report directory.
 
@@ -771,6 +774,7 @@ def _compare(
             out_dir=Path(out) if out else None,
             spark_master=spark_master,
             progress=cmp.stderr_progress(),
+            cache=cache,
         ),
         cmp.CompareError,
         EXIT_FAILED,
@@ -1080,6 +1084,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 0 even when a protocol's evidence is incomplete (logs missing, "
         "damaged or cut short; the report says so either way)",
+    )
+    comp.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read the msgpack logs through the Spark data source instead of the run's "
+        "columnar cache (RUN_DIR/columnar-cache: Parquet written by the first compare, "
+        "decoded again for any log whose checksum changed)",
     )
     comp.set_defaults(func=cmd_compare)
     ex = sub.add_parser(

@@ -5,7 +5,7 @@
 #
 # --master defaults to $SPARK_MASTER, else local[*]. The project's packages
 # (emulator, analysis) are zipped and shipped with --py-files; every executor
-# needs Python 3.11+ with msgpack and pyarrow (PYSPARK_PYTHON names it), and
+# needs Python 3.11+ with msgpack, msgspec and pyarrow (PYSPARK_PYTHON names it), and
 # must see the run directories at the same path (a shared file system).
 # spark-submit is $SPARK_HOME/bin/spark-submit when SPARK_HOME is set, else
 # the one pip installed into .venv with pyspark. spark.sql.shuffle.partitions

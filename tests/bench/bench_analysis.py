@@ -25,12 +25,25 @@ What it measures, per size (millions of events):
    core, for one 64 MiB segment: msgpack decoding alone, decoding + building
    the column lists, + Arrow arrays (= ``read_segment``); the rest of the
    Spark scan time is Arrow transfer to the JVM and task overhead.
+5b. **columnar**: :func:`analysis.datasource.load_events` with ``columnar``:
+   the first read decodes every log into the run's columnar cache (a pool of
+   processes) and scans it; the second finds it unchanged and scans it. Each
+   with its ratio to the Parquet scan.
 6. **compare**: :func:`analysis.compare.compare` on the run (checkers,
    metrics, plot frames, report), timed per step from its progress lines,
    when ``analysis.compare`` and everything it needs import; otherwise the
    checkers (``analysis.checkers.run_checkers``) and metrics
    (``analysis.metrics.compute_metrics``) that exist; otherwise nothing
    (the JSON says which).
+
+Per compare mode (``--compare-modes``): ``nocache`` (through the data
+source), ``cold`` (the columnar cache deleted first: its decoding is in the
+total), ``warm`` (the cache there).
+
+7. **experiment** (``--experiment N``, default 200, before the sizes): an
+   experiment of N small sim trials (run once with ``rebalance-emu experiment
+   --engine sim`` and kept in ``--dir``) compared from nothing: every trial's
+   ``analysis.json`` removed first.
 
 Spark runs ``local[2]`` (this machine has 2 cores) with ``--driver-memory``.
 
@@ -399,7 +412,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return r, time.perf_counter() - t0
 
 
-def run_compare(spark: Any, run: Path, out: Path) -> dict[str, Any]:
+def run_compare(spark: Any, run: Path, out: Path, cache: bool = True) -> dict[str, Any]:
     """compare() on the run, per-step times from its progress lines; or what exists."""
     try:
         compare_mod = importlib.import_module("analysis.compare")
@@ -416,7 +429,7 @@ def run_compare(spark: Any, run: Path, out: Path) -> dict[str, Any]:
         print(f"  [{time.perf_counter() - t0:8.1f}s] {line}", flush=True)
 
     try:
-        compare_mod.compare([run], out_dir=out, progress=progress, spark=spark)
+        compare_mod.compare([run], out_dir=out, progress=progress, spark=spark, cache=cache)
     except Exception as exc:  # report what broke; the scan numbers still stand
         return {
             "what": "analysis.compare.compare",
@@ -464,8 +477,18 @@ def _run_parts(spark: Any, run: Path, why: str) -> dict[str, Any]:
     return res
 
 
+COMPARE_MODES = ("nocache", "cold", "warm")
+"""``nocache``: through the data source; ``cold``: the columnar cache written
+first (its decoding inside the total); ``warm``: the cache already there."""
+
+
 def bench_size(
-    spark: Any, millions: float, root: Path, do_compare: bool, compare_only: bool = False
+    spark: Any,
+    millions: float,
+    root: Path,
+    do_compare: bool,
+    compare_only: bool = False,
+    compare_modes: tuple[str, ...] = COMPARE_MODES,
 ) -> dict[str, Any]:
     from analysis.datasource import load_events
 
@@ -482,10 +505,9 @@ def bench_size(
     r["files"] = len(list(run.rglob("*.msgpack")))
     if compare_only:
         r["loadavg_before_compare"] = [round(x, 1) for x in os.getloadavg()]
-        r["compare"] = run_compare(spark, run, root / f"report-{millions:g}M")
-        if "total_s" in r["compare"]:
-            r["compare"]["rows_per_s"] = round(written / r["compare"]["total_s"])
-        print(f"  compare: {json.dumps(r['compare'])[:600]}", flush=True)
+        for mode in compare_modes:
+            r[f"compare_{mode}"] = compare_mode(spark, run, root, millions, written, mode)
+        r["compare"] = r[f"compare_{compare_modes[-1]}"]
         return r
     r["loadavg_before_scan"] = [round(x, 1) for x in os.getloadavg()]
     print(f"  {written:,} events, {r['msgpack_bytes'] / 1e9:.2f} GB in {gen_s:.1f}s", flush=True)
@@ -528,15 +550,126 @@ def bench_size(
     )
     shutil.rmtree(pq, ignore_errors=True)
 
+    r.update(columnar_reads(spark, run, written, pq_s))
+
     gc.collect()
     r["one_core_segment"] = where_time_goes(run)
     print(f"  one core, one segment: {r['one_core_segment']}", flush=True)
     if do_compare:
-        r["compare"] = run_compare(spark, run, root / f"report-{millions:g}M")
-        if "total_s" in r["compare"]:
-            r["compare"]["rows_per_s"] = round(written / r["compare"]["total_s"])
-        print(f"  compare: {json.dumps(r['compare'])[:600]}", flush=True)
+        for mode in compare_modes:
+            r[f"compare_{mode}"] = compare_mode(spark, run, root, millions, written, mode)
+        if compare_modes:
+            r["compare"] = r[f"compare_{compare_modes[-1]}"]
     return r
+
+
+def compare_mode(
+    spark: Any, run: Path, root: Path, millions: float, written: int, mode: str
+) -> dict[str, Any]:
+    from analysis.columnar import CACHE_DIRNAME
+
+    if mode == "cold":
+        shutil.rmtree(run / CACHE_DIRNAME, ignore_errors=True)
+    print(f"  compare ({mode}):", flush=True)
+    res = run_compare(spark, run, root / f"report-{millions:g}M", cache=mode != "nocache")
+    if "total_s" in res:
+        res["rows_per_s"] = round(written / res["total_s"])
+    print(f"  compare ({mode}): {json.dumps(res)[:600]}", flush=True)
+    return res
+
+
+def columnar_reads(spark: Any, run: Path, written: int, pq_s: float) -> dict[str, Any]:
+    """The columnar cache: written and scanned (first read), then scanned again."""
+    from analysis.columnar import CACHE_DIRNAME
+    from analysis.datasource import load_events
+
+    shutil.rmtree(run / CACHE_DIRNAME, ignore_errors=True)
+    out: dict[str, Any] = {}
+    for when in ("first", "again"):
+        loaded, load_s = _timed(lambda: load_events(spark, run, columnar=True))
+        events = loaded.events
+        _, scan_s = _timed(lambda: events.write.format("noop").mode("overwrite").save())  # noqa: B023
+        cache = loaded.cache
+        assert cache is not None, loaded.cache_note
+        out[f"columnar_{when}"] = {
+            "plan_s": round(loaded.plan_s, 2),
+            "decode_s": cache.decode_s,
+            "decoded_files": cache.decoded,
+            "workers": cache.workers,
+            "load_s": round(load_s, 2),
+            "scan_s": round(scan_s, 2),
+            "read_s": round(load_s + scan_s, 2),
+            "rows_per_s": round(written / (load_s + scan_s)),
+            "ratio_over_parquet": round((load_s + scan_s) / pq_s, 2),
+        }
+        print(f"  columnar ({when}): {out[f'columnar_{when}']}", flush=True)
+    out["columnar_bytes"] = _du(run / CACHE_DIRNAME, "*.parquet")
+    out["columnar_count_ok"] = load_events(spark, run, columnar=True).events.count() == written
+    return out
+
+
+EXPERIMENT_TOML = """# bench_analysis: small trials (4 protocols x {seeds} seeds of a one-join run)
+name = "bench-exp-{trials}"
+scenarios = ["{scenario}"]
+protocols = ["zookeeper", "classic-eager", "classic-cooperative", "consumer"]
+seeds = {seeds}
+cpus_per_trial = 1
+"""
+
+
+def experiment_dir(root: Path, trials: int) -> Path:
+    """An experiment of ``trials`` small sim trials (``tests/data/experiment_tiny.toml``),
+    run once with ``rebalance-emu experiment --engine sim`` and kept for later runs."""
+    import subprocess
+
+    exp = root / f"exp-{trials}"
+    seeds = max(1, trials // 4)
+    if exp.is_dir() and len(list(exp.glob("trials/*/manifest.json"))) == 4 * seeds:
+        return exp
+    scenario = Path(__file__).resolve().parents[1] / "data" / "experiment_tiny.toml"
+    toml = root / f"exp-{trials}.toml"
+    toml.write_text(EXPERIMENT_TOML.format(seeds=seeds, trials=trials, scenario=scenario))
+    print(f"== experiment: running {4 * seeds} sim trials into {exp}", flush=True)
+    cmd = [sys.executable, "-c", "import sys; from emulator.cli import main; sys.exit(main())"]
+    args = ["experiment", str(toml), "--engine", "sim", "--parallel", "1", "--no-report"]
+    subprocess.run(
+        [*cmd, *args, "--out", str(exp)],
+        check=True,
+        timeout=3600,
+    )
+    return exp
+
+
+def bench_experiment(spark: Any, root: Path, trials: int) -> dict[str, Any]:
+    """``compare`` of an experiment of small trials, from nothing (no trial's
+    ``analysis.json`` and no columnar cache kept)."""
+    from analysis.experiment import compare_experiment
+
+    exp = experiment_dir(root, trials)
+    for f in exp.glob("trials/*/analysis.json"):
+        f.unlink()
+    for d in exp.glob("trials/*/columnar-cache"):
+        shutil.rmtree(d)
+    n_trials = len(list(exp.glob("trials/*/manifest.json")))
+    msgpack_bytes = _du(exp / "trials", "*.msgpack")
+    steps: list[tuple[float, str]] = []
+    t0 = time.perf_counter()
+
+    def progress(line: str) -> None:
+        steps.append((time.perf_counter() - t0, line))
+        print(f"  [{time.perf_counter() - t0:8.1f}s] {line}", flush=True)
+
+    rep = compare_experiment(exp, root / f"exp-{trials}-report", progress=progress, spark=spark)
+    total = time.perf_counter() - t0
+    res = {
+        "trials": n_trials,
+        "analysed": rep.trials,
+        "msgpack_bytes": msgpack_bytes,
+        "total_s": round(total, 2),
+        "steps": _steps(steps, total),
+    }
+    print(f"  experiment of {n_trials} trials: {total:.1f} s", flush=True)
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,6 +690,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--append", action="store_true", help="add to the results already in --out (by size)"
+    )
+    ap.add_argument(
+        "--compare-modes",
+        default=",".join(COMPARE_MODES),
+        help="compare through the data source (nocache), with the columnar cache written "
+        "first (cold) and with it there (warm); comma separated, in this order",
+    )
+    ap.add_argument(
+        "--experiment",
+        type=int,
+        default=200,
+        metavar="N",
+        help="also compare an experiment of N small sim trials (0: not)",
     )
     args = ap.parse_args(argv)
     root = Path(args.dir)
@@ -579,12 +725,21 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     if args.append and out.is_file():
         doc["results"] = json.loads(out.read_text()).get("results", [])
-    for s in args.sizes.split(","):
+    if args.experiment:
+        doc["experiment"] = bench_experiment(spark, root, args.experiment)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+    for s in [x for x in args.sizes.split(",") if x]:
         do_compare = not args.no_compare and float(s) <= args.compare_max
-        res = bench_size(spark, float(s), root, do_compare, args.compare_only)
+        modes = tuple(m for m in args.compare_modes.split(",") if m)
+        if bad := [m for m in modes if m not in COMPARE_MODES]:
+            ap.error(f"unknown compare mode {bad[0]!r} (one of {', '.join(COMPARE_MODES)})")
+        res = bench_size(spark, float(s), root, do_compare, args.compare_only, modes)
         if args.compare_only:  # keep the scan numbers already recorded for this size
-            old = next((r for r in doc["results"] if r["millions"] == res["millions"]), {})
-            res = {**old, "compare": res["compare"]}
+            old: dict[str, Any] = next(
+                (r for r in doc["results"] if r["millions"] == res["millions"]), {}
+            )
+            res = {**old, **res}
         doc["results"] = [r for r in doc["results"] if r["millions"] != res["millions"]] + [res]
         doc["results"].sort(key=lambda r: r["millions"])
         doc["elapsed_s"] = round(time.time() - t0, 1)
@@ -593,15 +748,24 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(root / f"run-{float(s):g}M", ignore_errors=True)
     print(
-        f"{'M':>5} {'events':>12} {'plan s':>7} {'ds scan s':>9} {'ds rows/s':>10} "
-        f"{'pq scan s':>9} {'pq rows/s':>10} {'ratio':>6} {'compare s':>9}"
+        f"{'M':>5} {'events':>12} {'ds read s':>9} {'pq scan s':>9} {'ds/pq':>6} "
+        f"{'col 1st s':>9} {'1st/pq':>6} {'col again':>9} {'again/pq':>8} "
+        f"{'cmp nocache':>11} {'cmp cold':>8} {'cmp warm':>8}"
     )
     for r in doc["results"]:
-        cmp_s = r.get("compare", {}).get("total_s", "-")
+
+        def cell(key: str, field: str, r: dict[str, Any] = r) -> str:
+            return str(r.get(key, {}).get(field, "-"))
+
         print(
-            f"{r['millions']:>5g} {r['events']:>12,} {r['plan_s']:>7} {r['ds_scan_s']:>9} "
-            f"{r['ds_rows_per_s']:>10,} {r['parquet_scan_s']:>9} {r['parquet_rows_per_s']:>10,} "
-            f"{r['ratio_ds_over_parquet']:>6} {cmp_s:>9}"
+            f"{r['millions']:>5g} {r['events']:>12,} {r.get('ds_load_scan_s', '-'):>9} "
+            f"{r.get('parquet_scan_s', '-'):>9} {r.get('ratio_ds_over_parquet', '-'):>6} "
+            f"{cell('columnar_first', 'read_s'):>9} "
+            f"{cell('columnar_first', 'ratio_over_parquet'):>6} "
+            f"{cell('columnar_again', 'read_s'):>9} "
+            f"{cell('columnar_again', 'ratio_over_parquet'):>8} "
+            f"{cell('compare_nocache', 'total_s'):>11} {cell('compare_cold', 'total_s'):>8} "
+            f"{cell('compare_warm', 'total_s'):>8}"
         )
     spark.stop()
     return 0

@@ -269,6 +269,10 @@ def test_compare_writes_the_report(small_run: Path, report_dir: Path) -> None:
     files = len(list(small_run.glob("*/events/*.msgpack")))
     assert payload["data"]["event log files"] == files
     assert payload["data"]["truncated files"] == 0
+    # the driver decoded the logs into the run's columnar cache; the executors scanned it
+    assert payload["data"]["events read"].startswith(
+        f"columnar cache {small_run / 'columnar-cache'}: "
+    )
     for proto in PROTOCOLS:
         m = payload["metrics"][proto]
         counts = manifest["protocols"][proto]["counts"]
@@ -545,9 +549,7 @@ def test_compare_of_damaged_logs_gives_no_verdict_and_exits_3(
     assert consumer["evidence"]["verdict"] == "incomplete evidence"
     assert consumer["evidence"]["problems"] == want
     assert consumer["anomalies_not_allowed"] == 0
-    assert all(
-        a["allowed"] is None for a in payload["anomalies"] if a["protocol"] == "consumer"
-    )
+    assert all(a["allowed"] is None for a in payload["anomalies"] if a["protocol"] == "consumer")
     assert payload["metrics"]["zookeeper"]["evidence"]["verdict"] == "complete"
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "INCOMPLETE EVIDENCE for consumer" in md and want[1] in md
@@ -568,14 +570,18 @@ def test_allow_incomplete_exits_0_with_a_warning(
     run = _copy(small_run, tmp_path)
     _damage(run, "deleted")
 
-    def evidence_only(run_dirs: Any, out_dir: Any, *_a: Any, **_k: Any) -> Any:
+    caches: list[bool] = []
+
+    def evidence_only(run_dirs: Any, out_dir: Any, *_a: Any, **k: Any) -> Any:
+        caches.append(k["cache"])
         return cmp.CompareOutcome(Path(out_dir), {"run": assess_run_dir(run_dirs[0])})
 
     monkeypatch.setattr(cmp, "compare_runs", evidence_only)
     assert main(["compare", str(run), "--out", str(tmp_path / "r"), "--allow-incomplete"]) == 0
     assert "warning: incomplete evidence for consumer" in capsys.readouterr().err
-    assert main(["compare", str(run), "--out", str(tmp_path / "r")]) == 3
+    assert main(["compare", str(run), "--out", str(tmp_path / "r"), "--no-cache"]) == 3
     assert main(["compare", str(small_run), "--out", str(tmp_path / "r")]) == 0
+    assert caches == [True, False, True]
 
 
 def test_compare_cli_errors_are_one_line(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from analysis.datasource import (
     Segment,
     event_log_error,
     load_events,
+    load_runs,
     plan_file,
     read_segment,
 )
@@ -210,6 +212,56 @@ def test_rows_equal_the_reference_reader_with_small_segments(
             want[(rel, int(ev["seq"]))] = row  # type: ignore[call-overload]
     assert len(got) == 305
     assert got == want
+
+
+@pytest.mark.spark
+def test_the_columnar_cache_reads_the_same_rows(
+    spark: SparkSession, run_dir: tuple[Path, dict[str, Counter[str]]], tmp_path: Path
+) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(run_dir[0], root)
+    plain = load_events(spark, root)
+    lines: list[str] = []
+    cached = load_events(spark, root, columnar=True, progress=lines.append)
+    assert cached.cache is not None and (cached.cache.decoded, cached.cache.reused) == (3, 0)
+    assert lines == ["columnar cache: decoding 3 of 3 log files (0 MB) with 1 process"]
+    assert (cached.records, cached.truncated) == (plain.records, plain.truncated)
+    assert cached.events.schema == spark_schema()
+    assert cached.events.count() == 305
+    assert plain.events.exceptAll(cached.events).count() == 0
+    assert cached.events.exceptAll(plain.events).count() == 0
+    again = load_events(spark, root, columnar=True)
+    assert again.cache is not None and (again.cache.decoded, again.cache.reused) == (0, 3)
+    one = load_events(spark, root, protocols=["consumer"], columnar=True)
+    assert one.events.count() == 11 and one.cache is not None and one.cache.files == 1
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("columnar", [False, True])
+def test_many_runs_read_as_one_table(
+    spark: SparkSession,
+    run_dir: tuple[Path, dict[str, Counter[str]]],
+    tmp_path: Path,
+    columnar: bool,
+) -> None:
+    dirs = [tmp_path / "r1", tmp_path / "r2"]
+    for d in dirs:
+        shutil.copytree(run_dir[0], d)
+    (dirs[1] / "consumer").rename(tmp_path / "gone")  # r2: the zookeeper logs only
+    table, runs = load_runs(spark, dirs, columnar=columnar)
+    assert list(runs) == ["r1", "r2"]
+    assert (runs["r1"].records, runs["r2"].records) == (305, 294)
+    assert all((r.cache is not None) == columnar for r in runs.values())
+    counts = {
+        (r["run"], r["protocol"]): r["count"]
+        for r in table.groupBy("run", "protocol").count().collect()
+    }
+    assert counts == {("r1", "zookeeper"): 294, ("r1", "consumer"): 11, ("r2", "zookeeper"): 294}
+    one = load_events(spark, dirs[0]).events
+    assert runs["r1"].events.schema == spark_schema()
+    assert runs["r1"].events.exceptAll(one).count() == 0 == one.exceptAll(runs["r1"].events).count()
+    with pytest.raises(EventLogError, match="two run directories are named 'r1'"):
+        load_runs(spark, [dirs[0], tmp_path / "x" / "r1"])
 
 
 @pytest.mark.spark

@@ -193,7 +193,8 @@ def test_a_run_on_s3_is_read_back_by_spark(
     assert loc.event_logs() == sorted(
         str(p.relative_to(run)) for p in run.glob("*/events/*.msgpack")
     )
-    remote = load_events(spark, s3_url, segment_bytes=2000)
+    remote = load_events(spark, s3_url, segment_bytes=2000, columnar=True)
+    assert remote.cache is None and "remote storage" in remote.cache_note  # nothing written there
     local = load_events(spark, str(run), segment_bytes=2000)
     assert remote.records == local.records and remote.segments == local.segments > 4
     cols = ["actor", "seq", "kind", "t_emu_ms"]
