@@ -15,9 +15,10 @@ never read from a stale copy, and a damaged Parquet file is rebuilt.
 Decoding is :func:`analysis.datasource.read_segment` on exactly the planned
 segments, so the rows are the ones :func:`analysis.datasource.load_events`
 reads: truncated tails and damaged regions are skipped (and reported by the
-plan) the same way. It runs outside Spark, in a pool of processes (one per
-core), and writes with pyarrow; Spark then reads Parquet with its own scanner
-instead of moving every row from a Python worker to the JVM.
+plan) the same way. It runs outside Spark, in processes of its own (one per
+core, ``python -m analysis.columnar``), and writes with pyarrow; Spark then
+reads Parquet with its own scanner instead of moving every row from a Python
+worker to the JVM.
 
 A run on remote storage, or whose directory cannot be written, is read
 through the data source as before (:func:`cache_dir_for` says why).
@@ -26,11 +27,12 @@ through the data source as before (:func:`cache_dir_for` says why).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -56,7 +58,7 @@ ROW_GROUP_ROWS: Final = 131_072
 
 POOL_MIN_BYTES: Final = 16 * 1024 * 1024
 """Below this many bytes of logs to decode, decoding stays in this process
-(a pool's start costs more than it saves)."""
+(starting processes costs more than it saves)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,98 @@ def decode_to_parquet(segments: Sequence[Segment], dest: str) -> int:
     return rows
 
 
+WORKER_TIMEOUT_S: Final = 3600.0
+"""The longest a decoding process may take (a bound, never reached by a sound run)."""
+
+
+def _decode_in_workers(
+    jobs: Sequence[tuple[Sequence[Segment], str]], n_workers: int, cache: Path
+) -> list[int]:
+    """:func:`decode_to_parquet` of every job, spread over ``n_workers`` processes
+    (``python -m analysis.columnar``); the rows of each job, in order.
+
+    Each process is started with its share of the jobs, the largest first to
+    the least loaded; it imports only this module, never the caller's main
+    module (a ``multiprocessing`` spawn would run an unguarded script again),
+    and it holds no copy of the caller's threads (a fork would: Spark's gateway).
+    All of them are ended if this returns early.
+
+    Raises:
+        CorruptEventLog: what a process's decoding raised.
+        OSError: a process that failed otherwise (its last output line).
+    """
+    shares: list[list[int]] = [[] for _ in range(n_workers)]
+    load = [0] * n_workers
+    for i, (segments, _dest) in enumerate(jobs):  # jobs come largest first
+        w = load.index(min(load))
+        shares[w].append(i)
+        load[w] += sum(s.end - s.start for s in segments) or 1
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    procs: list[tuple[list[int], subprocess.Popen[str]]] = []
+    with tempfile.TemporaryDirectory(prefix=".decode-", dir=cache) as tmp:
+        try:
+            for w, share in enumerate(shares):
+                if not share:
+                    continue
+                spec = Path(tmp) / f"jobs-{w}.json"
+                spec.write_text(
+                    json.dumps(
+                        [
+                            {"segments": [asdict(s) for s in jobs[i][0]], "dest": jobs[i][1]}
+                            for i in share
+                        ]
+                    )
+                )
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "analysis.columnar", str(spec)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                )
+                procs.append((share, proc))
+            rows = [0] * len(jobs)
+            deadline = time.monotonic() + WORKER_TIMEOUT_S
+            for share, proc in procs:
+                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                try:
+                    result = json.loads(out.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+                    raise OSError(f"a decoding process failed: {last}") from None
+                if "error" in result:
+                    e = result["error"]
+                    raise CorruptEventLog(e["path"], e["offset"], e["what"])
+                for i, n in zip(share, result["rows"], strict=True):
+                    rows[i] = int(n)
+            return rows
+        finally:
+            for _share, proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=10)
+
+
+def _worker_main(argv: Sequence[str]) -> int:
+    """``python -m analysis.columnar JOBS.json``: decode the jobs, print one JSON
+    line: ``{"rows": [...]}`` or ``{"error": {"path", "offset", "what"}}``."""
+    (spec,) = argv
+    rows: list[int] = []
+    try:
+        for job in json.loads(Path(spec).read_text()):
+            segments = [Segment(**s) for s in job["segments"]]
+            rows.append(decode_to_parquet(segments, job["dest"]))
+    except CorruptEventLog as exc:
+        print(json.dumps({"error": {"path": exc.path, "offset": exc.offset, "what": exc.why}}))
+        return 0
+    print(json.dumps({"rows": rows}))
+    return 0
+
+
 def refresh(
     cache: Path,
     root: Path,
@@ -234,11 +328,7 @@ def refresh(
             for plan in sorted(stale, key=lambda p: -p.size)  # the longest first
         ]
         if n_workers > 1:
-            # spawn: the driver holds Spark's gateway threads, which a fork would copy
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(n_workers, mp_context=ctx) as pool:
-                futures = [pool.submit(decode_to_parquet, p.segments, d) for p, d in jobs]
-                rows = [f.result() for f in futures]
+            rows = _decode_in_workers([(p.segments, d) for p, d in jobs], n_workers, cache)
         else:
             rows = [decode_to_parquet(p.segments, d) for p, d in jobs]
         for (plan, dest), n in zip(jobs, rows, strict=True):
@@ -274,3 +364,7 @@ def refresh(
         workers=n_workers,
     )
     return [cache / entries[p.rel].parquet for p in plans], report
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))

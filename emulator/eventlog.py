@@ -46,6 +46,7 @@ class CorruptEventLog(ValueError):
         super().__init__(f"corrupt event log {path} at byte {offset}: {why}")
         self.path = path
         self.offset = offset
+        self.why = why
 
 
 @dataclass

@@ -4,6 +4,8 @@ record-by-record reader, and the Parquet cache's reuse and invalidation."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,13 +219,18 @@ def test_other_protocols_entries_stay_and_gone_logs_leave(run: Path) -> None:
     assert not (cache / "zookeeper/events/host-0.parquet").exists()
 
 
-def test_a_log_with_a_bad_record_is_named_and_not_cached(run: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_log_with_a_bad_record_is_named_and_not_cached(
+    run: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    monkeypatch.setattr(columnar, "POOL_MIN_BYTES", 0)
     bad = run / "consumer/events/host-0.msgpack"
     good = [{"kind": "produced", "seq": i} for i in range(3)]
     _framed_log(bad, [good, [{"kind": "produced", "bogus": 1}]])
     cache = run / CACHE_DIRNAME
-    with pytest.raises(CorruptEventLog, match="unknown event field 'bogus'"):
-        refresh(cache, run, _plans(run))
+    with pytest.raises(CorruptEventLog, match="unknown event field 'bogus'") as info:
+        refresh(cache, run, _plans(run), workers=workers)
+    assert info.value.path == str(bad)
     assert not (cache / "consumer/events/host-0.parquet").exists()
     assert not list(cache.rglob(".*.tmp"))
 
@@ -236,6 +243,27 @@ def test_decoding_in_a_pool_of_processes_writes_the_same(
     paths, report = refresh(run / CACHE_DIRNAME, run, plans, workers=2)
     assert report.workers == 2
     assert _cached_rows(paths) == _read_rows(plans)
+
+
+def test_a_script_without_a_main_guard_runs_once(run: Path, tmp_path: Path) -> None:
+    """The decoding processes import only analysis.columnar: a caller's script
+    is not run again in them (as a multiprocessing spawn would)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from analysis import columnar\n"
+        "from analysis.datasource import find_logs, plan_files\n"
+        f"root = Path({str(run)!r})\n"
+        "columnar.POOL_MIN_BYTES = 0\n"
+        "plans = plan_files(root, find_logs(root))\n"
+        "_, report = columnar.refresh(root / 'c', root, plans, workers=2)\n"
+        "print('ran', report.workers)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["ran 2"]
 
 
 def test_a_directory_that_cannot_be_written_has_no_cache(
