@@ -195,6 +195,20 @@ def _anomaly(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
 
 # -------------------------------------------------------------- checkers
 
+BROADCAST_WINDOWS_MAX = 200_000
+"""Up to this many windows are broadcast to the join that finds their intervals."""
+
+
+def _settled(wins: DataFrame) -> DataFrame:
+    """Windows computed once (a checker joins them to its intervals and then
+    to themselves) and, when there are few, marked for a broadcast join: the
+    intervals are then not shuffled to meet them (a run without anomalies has
+    none, and its millions of intervals stay where they are)."""
+    wins = wins.localCheckpoint()
+    few = wins.limit(BROADCAST_WINDOWS_MAX + 1).count() <= BROADCAST_WINDOWS_MAX
+    return F.broadcast(wins) if few else wins
+
+
 
 def check_double_ownership(events: DataFrame, intervals: DataFrame | None = None) -> DataFrame:
     """Windows in which two or more members held one partition by their ownership events.
@@ -208,8 +222,8 @@ def check_double_ownership(events: DataFrame, intervals: DataFrame | None = None
     pv = iv if "ps" in iv.columns else protocol_intervals(iv)
     iv = pv.select(*GTP, "member", F.col("ps").alias("s"), F.col("pe").alias("e"))
     iv = iv.where(F.col("e") > F.col("s"))
-    wins = busy_windows(iv.withColumnRenamed("member", "who"), GTP)
-    j = wins.join(iv, GTP).where((F.col("s") < F.col("w_end")) & (F.col("w_start") < F.col("e")))
+    wins = _settled(busy_windows(iv.withColumnRenamed("member", "who"), GTP))
+    j = iv.join(wins, GTP).where((F.col("s") < F.col("w_end")) & (F.col("w_start") < F.col("e")))
     agg = j.groupBy(*GTP, "w_start", "w_end").agg(
         F.max(F.struct("s", "member")).getField("member").alias("member"),
         F.min(F.struct("s", "member")).getField("member").alias("other_member"),
@@ -255,8 +269,10 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
     b = (batches if batches is not None else processed_batches(events)).where(
         (F.col("duration_ms") > 0) & F.col("t1").isNotNull() & (F.col("t1") > F.col("t0"))
     )
-    wins = busy_windows(b.select(*TP, "who", F.col("t0").alias("s"), F.col("t1").alias("e")), TP)
-    j = wins.join(b, TP).where((F.col("t0") < F.col("w_end")) & (F.col("w_start") < F.col("t1")))
+    wins = _settled(
+        busy_windows(b.select(*TP, "who", F.col("t0").alias("s"), F.col("t1").alias("e")), TP)
+    )
+    j = b.join(wins, TP).where((F.col("t0") < F.col("w_end")) & (F.col("w_start") < F.col("t1")))
     # Did two different members of the window process the same records?
     k = [*TP, "w_start", "w_end"]
     other = j.select(

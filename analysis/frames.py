@@ -90,6 +90,19 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
         windows :func:`emulator.intervals.overlap_windows` finds
         (ends before starts at the same instant).
     """
+    # An exact pre-filter, one sort instead of the sweep's three: a window needs two
+    # intervals that overlap for a positive length, so some interval must start
+    # before one sorted ahead of it (by start, then end) has ended. Timelines
+    # without one (most, in a run without anomalies) are dropped here.
+    ahead = Window.partitionBy(*keys).orderBy("s", "e")
+    flagged = iv.withColumn(
+        "_ahead_end", F.max("e").over(ahead.rowsBetween(Window.unboundedPreceding, -1))
+    ).withColumn("_over", F.coalesce(F.col("s") < F.col("_ahead_end"), F.lit(False)))
+    iv = (
+        flagged.withColumn("_any", F.max("_over").over(Window.partitionBy(*keys)))
+        .where(F.col("_any"))
+        .drop("_ahead_end", "_over", "_any")
+    )
     pts = iv.select(*keys, "who", F.col("s").alias("t"), F.lit(1).alias("d")).transform(
         union_frames, iv.select(*keys, "who", F.col("e").alias("t"), F.lit(-1).alias("d"))
     )

@@ -768,3 +768,39 @@ def test_claiming_lasts_from_the_completion_to_the_claims_or_the_next_rebalance(
         # The next rebalance ends it: idle again (and mid-rebalance).
         assert at("unclaimed", 400) == (1, 0, 1, 0, 1), p
         assert at("nothing", 300.13) == (1, 0, 0, 0, 1), p
+
+
+def test_busy_windows_are_the_pure_sweeps_windows(spark: SparkSession) -> None:
+    """:func:`analysis.frames.busy_windows` (its pre-filter and its sweep) against
+    :func:`emulator.intervals.overlap_windows`, on 400 random timelines in one job:
+    touching, nested, same-holder and overlapping intervals, and timelines where
+    no two intervals overlap (which the pre-filter drops)."""
+    import random
+
+    from analysis.frames import busy_windows
+    from emulator.intervals import overlap_windows
+
+    rng = random.Random(7)
+    rows: list[tuple[int, str, float, float]] = []
+    want: dict[int, list[tuple[float, float]]] = {}
+    for k in range(400):
+        ivs: list[tuple[float, float, str]] = []
+        if k % 4 == 0:  # back to back, one holder after another: no window
+            t = 0.0
+            for _ in range(rng.randint(1, 6)):
+                d = float(rng.randint(1, 5))
+                ivs.append((t, t + d, rng.choice("abc")))
+                t += d
+        else:
+            for _ in range(rng.randint(1, 7)):
+                s = float(rng.randint(0, 20))
+                ivs.append((s, s + rng.randint(1, 8), rng.choice("abc")))
+        rows.extend((k, who, s, e) for s, e, who in ivs)
+        want[k] = [(s, e) for s, e, _who in overlap_windows(ivs)]
+    df = spark.createDataFrame(rows, "k long, who string, s double, e double")
+    got: dict[int, list[tuple[float, float]]] = {k: [] for k in want}
+    for r in busy_windows(df, ["k"]).collect():
+        got[r["k"]].append((r["w_start"], r["w_end"]))
+    assert {k: sorted(v) for k, v in got.items()} == want
+    assert sum(map(len, want.values())) > 100  # the draw has windows to find
+    assert all(not want[k] for k in range(0, 400, 4))
