@@ -30,7 +30,7 @@ import contextlib
 import html
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -326,6 +326,7 @@ def plot_ownership(
     end_ms: float,
     gap_end_ms: float | None = None,
     gap_ends: Mapping[str, float] | None = None,
+    shared: Collection[str] = (),
 ) -> Figure:
     """Partition-ownership timeline, one panel per series.
 
@@ -333,7 +334,9 @@ def plot_ownership(
     bars mark double ownership, grey hatched bars unowned gaps (from time 0 to
     ``gap_end_ms``, default ``end_ms``: the scenario's end, so the shutdown
     after it is not a gap; ``gap_ends``: per series, its own run's end), dashed
-    purple lines faults and membership changes.
+    purple lines faults and membership changes. ``shared``: series whose
+    members hold partitions together by design (share groups): their overlaps
+    are not double ownership and are not marked; the panel says so.
     """
     n = max(1, len(series))
     rows_per = [
@@ -389,7 +392,17 @@ def plot_ownership(
                 PolyCollection(rects, facecolors=colors.get(member, "#1f77b4"), linewidths=0),
                 autolim=False,  # the limits are set below
             )
-        for frame_, color, hatch in ((gaps, GAP_COLOR, "///"), (doubles, DOUBLE_COLOR, "xxxx")):
+        marks_of = [(gaps, GAP_COLOR, "///")]
+        if s in shared:
+            ax.set_title(
+                f"{_title(s)}: members hold partitions together by design",
+                loc="left",
+                fontsize=10,
+                pad=24,
+            )
+        else:
+            marks_of.append((doubles, DOUBLE_COLOR, "xxxx"))
+        for frame_, color, hatch in marks_of:
             marked: dict[int, list[tuple[float, float]]] = {}
             f = frame_[frame_["protocol"] == s]
             for topic, part, start, stop in zip(
@@ -1229,9 +1242,18 @@ def write_report(
     add(
         "ownership",
         "Partition ownership over time: one row per partition, coloured by owner; "
-        "red hatched = two owners at once, grey hatched = no owner, dashed = faults "
+        "red hatched = two owners at once (not marked for a share group, whose members "
+        "hold partitions together by design), grey hatched = no owner, dashed = faults "
         "and membership changes.",
-        plot_ownership(own, flt, series, end_ms, gap_end, gap_ends),
+        plot_ownership(
+            own,
+            flt,
+            series,
+            end_ms,
+            gap_end,
+            gap_ends,
+            shared=[x for x in series if (metrics.get(x) or {}).get("share")],
+        ),
     )
     add(
         "throughput_lag",

@@ -448,3 +448,30 @@ def test_clock_skew_marks_cross_node_windows_it_cannot_vouch_for() -> None:
     }
     assert out["certain"].tolist() == [False, True, True, None, None]
     assert out["skew_bound_ms"].tolist() == [24.0, 24.0, 0.0, None, None]
+
+
+def test_a_share_groups_overlaps_are_not_drawn_as_double_ownership() -> None:
+    """Members of a share group hold one partition together: the ownership plot
+    marks no double ownership in its panel, and says why."""
+    from matplotlib.colors import to_rgba
+
+    from analysis.report import DOUBLE_COLOR, plot_ownership
+
+    own = _ownership()  # zookeeper's partition 1: c-1 and c-2 at once, 5-8 s
+    faults = pd.DataFrame(columns=["protocol", "t_ms", "reason", "member"])
+
+    def double_marks(shared: list[str]) -> int:
+        fig = plot_ownership(own, faults, ["zookeeper"], 20_000.0, shared=shared)
+        ax = fig.axes[0]
+        red = to_rgba(DOUBLE_COLOR)
+        n = sum(
+            1
+            for c in ax.collections
+            if len(c.get_edgecolor()) and tuple(c.get_edgecolor()[0]) == red
+        )
+        said = "hold partitions together by design" in ax.get_title(loc="left")
+        assert said == bool(shared)
+        return n
+
+    assert double_marks([]) == 1
+    assert double_marks(["zookeeper"]) == 0
