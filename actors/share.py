@@ -221,17 +221,21 @@ class ShareService:
                 for group, state in (await read_share_states(ZkUtils(zk), tp[0], tp[1])).items():
                     self.core.load(group, tp, state)
         except Exception as exc:  # unreadable: the partition starts from its reset policy
-            self._emit(
-                EventKind.REQUEST_ERROR,
-                reason="COORDINATOR_NOT_AVAILABLE",
-                topic=tp[0],
-                partition=tp[1],
-                broker=self.broker_id,
-                detail=f"ReadShareGroupState: {type(exc).__name__}",
-            )
+            self._state_error("ReadShareGroupState", tp, exc)
         finally:
             event.set()
             self._loading.pop(tp, None)
+
+    def _state_error(self, request: str, tp: TopicPartition, exc: Exception) -> None:
+        """A share-partition state the share coordinator's store could not read or write."""
+        self._emit(
+            EventKind.REQUEST_ERROR,
+            reason="COORDINATOR_NOT_AVAILABLE",
+            topic=tp[0],
+            partition=tp[1],
+            broker=self.broker_id,
+            detail=f"{request}: {type(exc).__name__}",
+        )
 
     # ----------------------------------------------------------------- timers
 
@@ -289,14 +293,7 @@ class ShareService:
             try:
                 await write_share_state(ZkUtils(zk), group, tp[0], tp[1], sp.persisted())
             except Exception as exc:
-                self._emit(
-                    EventKind.REQUEST_ERROR,
-                    reason="COORDINATOR_NOT_AVAILABLE",
-                    topic=tp[0],
-                    partition=tp[1],
-                    broker=self.broker_id,
-                    detail=f"WriteShareGroupState: {type(exc).__name__}",
-                )
+                self._state_error("WriteShareGroupState", tp, exc)
 
 
 def _key(

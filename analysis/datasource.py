@@ -642,12 +642,7 @@ class LoadedEvents:
 
     Attributes:
         events: the event table (:func:`analysis.schema.spark_schema`).
-        files: number of log files read.
-        truncated: ``(source_file, bytes skipped)`` for every file whose last
-            record was cut short.
         manifest: the run's ``manifest.json`` (empty when there is none).
-        records: number of complete records planned (= ``events.count()``).
-        segments: number of input partitions.
         plan_s: seconds the driver spent walking the files.
         plans: every file's plan, with what its walk found (``plan.report``:
             damage, closed or not, checksum).
@@ -658,15 +653,31 @@ class LoadedEvents:
     """
 
     events: DataFrame
-    files: int
-    truncated: list[tuple[str, int]]
     manifest: dict[str, Any]
-    records: int = 0
-    segments: int = 0
     plan_s: float = 0.0
     plans: list[FilePlan] = field(default_factory=list)
     cache: CacheReport | None = None
     cache_note: str = ""
+
+    @property
+    def files(self) -> int:
+        """Number of log files read."""
+        return len(self.plans)
+
+    @property
+    def truncated(self) -> list[tuple[str, int]]:
+        """``(source_file, bytes skipped)`` for every file whose last record was cut short."""
+        return [(p.rel, p.truncated_bytes) for p in self.plans if p.truncated_bytes]
+
+    @property
+    def records(self) -> int:
+        """Number of complete records planned (= ``events.count()``)."""
+        return sum(p.records for p in self.plans)
+
+    @property
+    def segments(self) -> int:
+        """Number of input partitions (of the data source)."""
+        return sum(len(p.segments) for p in self.plans)
 
     @property
     def damage(self) -> list[Damage]:
@@ -826,11 +837,7 @@ def plan_runs(run_dirs: Sequence[Path]) -> dict[str, LoadedEvents]:
         plans, manifest, plan_s = _plan_local(Path(d), None, DEFAULT_SEGMENT_BYTES)
         runs[name] = LoadedEvents(
             events=None,  # type: ignore[arg-type]  # set by read_runs
-            files=len(plans),
-            truncated=[(p.rel, p.truncated_bytes) for p in plans if p.truncated_bytes],
             manifest=manifest,
-            records=sum(p.records for p in plans),
-            segments=sum(len(p.segments) for p in plans),
             plan_s=plan_s,
             plans=plans,
         )
@@ -939,16 +946,7 @@ def _loaded(
         if events is not None
         else _reader(spark, _plan_to_json(plans), batch_rows).load(root)
     )
-    return LoadedEvents(
-        events=df,
-        files=len(plans),
-        truncated=[(p.rel, p.truncated_bytes) for p in plans if p.truncated_bytes],
-        manifest=manifest,
-        records=sum(p.records for p in plans),
-        segments=sum(len(p.segments) for p in plans),
-        plan_s=plan_s,
-        plans=list(plans),
-    )
+    return LoadedEvents(events=df, manifest=manifest, plan_s=plan_s, plans=list(plans))
 
 
 def _reader(spark: SparkSession, plan: str, batch_rows: int) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from emulator.anomalies import SERIES_SEP
@@ -186,3 +186,23 @@ def protocol_groups(events: DataFrame) -> DataFrame:
 def optional_col(df: DataFrame, name: str, dtype: str) -> Column:
     """Column ``name`` of ``df``, or a typed null when ``df`` lacks it (an older table)."""
     return F.col(name) if name in df.columns else F.lit(None).cast(dtype)
+
+
+def spread_aggs(col: str) -> list[Column]:
+    """``p50``, ``p99`` and ``max`` of ``col`` (Spark's exact ``percentile``),
+    for a ``groupBy().agg`` whose rows :func:`spread` reads back."""
+    return [
+        F.expr(f"percentile({col}, 0.5)").alias("p50"),
+        F.expr(f"percentile({col}, 0.99)").alias("p99"),
+        F.max(col).alias("max"),
+    ]
+
+
+def spread(row: Row, count: int) -> dict[str, float | int]:
+    """``{count, p50, p99, max}`` from a row aggregated with :func:`spread_aggs`."""
+    return {
+        "count": count,
+        "p50": float(row["p50"]),
+        "p99": float(row["p99"]),
+        "max": float(row["max"]),
+    }

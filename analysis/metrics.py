@@ -63,7 +63,7 @@ from pyspark.sql import functions as F
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
 from analysis.checkers import SharedFrames, run_checkers, topic_observations
-from analysis.frames import islands
+from analysis.frames import islands, spread, spread_aggs
 from analysis.migration import migration_metrics, migration_series
 from analysis.ownership import (
     HOLD_CARRIED_OVER,
@@ -404,21 +404,13 @@ def compute_metrics(
         "protocol", F.col("s").alias("t_ms"), (F.col("e") - F.col("s")).alias("duration_ms")
     )
     stats = rd.groupBy("protocol").agg(
-        F.count(F.lit(1)).alias("count"),
-        F.expr("percentile(duration_ms, 0.5)").alias("p50"),
-        F.expr("percentile(duration_ms, 0.99)").alias("p99"),
-        F.max("duration_ms").alias("max"),
+        F.count(F.lit(1)).alias("count"), *spread_aggs("duration_ms")
     )
     for r in stats.collect():
         m = out.get(str(r["protocol"]))
         if m is not None:
             m["group_rebalances"] = int(r["count"])
-            m["rebalance_ms"] = {
-                "count": int(r["count"]),
-                "p50": float(r["p50"]),
-                "p99": float(r["p99"]),
-                "max": float(r["max"]),
-            }
+            m["rebalance_ms"] = spread(r, int(r["count"]))
 
     # Online migration: the mixed window, each member's switch (analysis.migration).
     series = migration_series(sh.control, sh.conversions)

@@ -69,6 +69,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.episodes import ShareAcks, ShareCount
+from analysis.frames import spread, spread_aggs
 from emulator.anomalies import DOUBLE_ACQUISITION, base_protocol
 from emulator.events import EventKind as K
 
@@ -329,9 +330,7 @@ def _latency(ev: DataFrame, out: dict[str, dict[str, Any]]) -> dict[str, list[Sh
     )
     stats = lat.groupBy("protocol").agg(
         F.count("ms").alias("count"),
-        F.expr("percentile(ms, 0.5)").alias("p50"),
-        F.expr("percentile(ms, 0.99)").alias("p99"),
-        F.max("ms").alias("max"),
+        *spread_aggs("ms"),
         F.min("t_prod").alias("first"),
         F.max("t_ack").alias("last"),
     )
@@ -339,12 +338,7 @@ def _latency(ev: DataFrame, out: dict[str, dict[str, Any]]) -> dict[str, list[Sh
         m = out.get(str(r["protocol"]))
         if m is None:
             continue
-        m["ack_latency_ms"] = {
-            "count": int(r["count"]),
-            "p50": float(r["p50"]),
-            "p99": float(r["p99"]),
-            "max": float(r["max"]),
-        }
+        m["ack_latency_ms"] = spread(r, int(r["count"]))
         span_s = (float(r["last"]) - float(r["first"])) / 1000.0
         m["acknowledged_per_s"] = round(m["acknowledged"] / span_s, 2) if span_s > 0 else None
     out_acks: dict[str, list[ShareAcks]] = {}
@@ -400,9 +394,7 @@ def work_queue_metrics(events: DataFrame, series: Sequence[str]) -> dict[str, di
         F.count(F.lit(1)).alias("records"),
         F.count("t_done").alias("done"),
         F.coalesce(F.sum(F.col("times") - 1), F.lit(0)).alias("again"),
-        F.expr("percentile(ms, 0.5)").alias("p50"),
-        F.expr("percentile(ms, 0.99)").alias("p99"),
-        F.max("ms").alias("max"),
+        *spread_aggs("ms"),
         F.min("t_prod").alias("t0"),
         F.max("t_done").alias("t1"),
     )
@@ -416,12 +408,7 @@ def work_queue_metrics(events: DataFrame, series: Sequence[str]) -> dict[str, di
         m["processed_again"] = int(r["again"])
         m["never_processed"] = int(r["records"]) - done
         if done:
-            m["latency_ms"] = {
-                "count": done,
-                "p50": float(r["p50"]),
-                "p99": float(r["p99"]),
-                "max": float(r["max"]),
-            }
+            m["latency_ms"] = spread(r, done)
             span_s = (float(r["t1"]) - float(r["t0"])) / 1000.0
             m["processed_per_s"] = round(done / span_s, 2) if span_s > 0 else None
     per_s = (

@@ -58,13 +58,17 @@ same instant here); topic ids are names (no id resolution to wait for).
 
 from __future__ import annotations
 
-import enum
 import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from emulator.events import EventKind, format_partitions
+from emulator.modern.consumer_member import (
+    COORDINATOR_ERRORS,
+    RETRY_BACKOFF_JITTER,
+    MemberState,
+)
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -80,44 +84,26 @@ from emulator.modern.messages import (
     TopicPartition,
 )
 
-__all__ = ["ShareConsumerConfig", "ShareMember", "ShareMemberState"]
+__all__ = ["MemberState", "ShareConsumerConfig", "ShareMember"]
 
-RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
-
-_COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 _FENCING_ERRORS = frozenset({Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID})
-
-
-class ShareMemberState(enum.StrEnum):
-    """The client's ``MemberState`` (``CI/MemberState.java`` 35-98)."""
-
-    UNSUBSCRIBED = "unsubscribed"
-    JOINING = "joining"
-    RECONCILING = "reconciling"
-    ACKNOWLEDGING = "acknowledging"
-    STABLE = "stable"
-    FENCED = "fenced"
-    PREPARE_LEAVING = "prepare_leaving"
-    LEAVING = "leaving"
-    FATAL = "fatal"
-    STALE = "stale"
 
 
 _IN_GROUP = frozenset(
     {
-        ShareMemberState.JOINING,
-        ShareMemberState.RECONCILING,
-        ShareMemberState.ACKNOWLEDGING,
-        ShareMemberState.STABLE,
+        MemberState.JOINING,
+        MemberState.RECONCILING,
+        MemberState.ACKNOWLEDGING,
+        MemberState.STABLE,
     }
 )
 # shouldSkipHeartbeat: no heartbeat in these states (754-760).
 _NO_HEARTBEAT = frozenset(
     {
-        ShareMemberState.UNSUBSCRIBED,
-        ShareMemberState.FATAL,
-        ShareMemberState.STALE,
-        ShareMemberState.FENCED,
+        MemberState.UNSUBSCRIBED,
+        MemberState.FATAL,
+        MemberState.STALE,
+        MemberState.FENCED,
     }
 )
 
@@ -200,7 +186,7 @@ class ShareMember:
         self._rng = rng
         self.member_id = _uuid(rng)
         self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
-        self.state = ShareMemberState.UNSUBSCRIBED
+        self.state = MemberState.UNSUBSCRIBED
         self.coordinator: int | None = None
         self.assigned: frozenset[TopicPartition] = frozenset()
         self.closed = False
@@ -242,7 +228,7 @@ class ShareMember:
         """The application called ``poll()``: the poll timer restarts; a STALE member rejoins."""
         self._now = now_ms
         self._poll_deadline = now_ms + self.config.max_poll_interval_ms
-        if self.state is ShareMemberState.STALE and not self.closed:
+        if self.state is MemberState.STALE and not self.closed:
             self._transition_to_joining()
         return self._pump()
 
@@ -304,10 +290,10 @@ class ShareMember:
             return out
         out.extend(self._set_assignment(frozenset(), "close"))
         if self.state in _IN_GROUP and self.coordinator is not None:
-            self.state = ShareMemberState.PREPARE_LEAVING
-            self.state = ShareMemberState.LEAVING
+            self.state = MemberState.PREPARE_LEAVING
+            self.state = MemberState.LEAVING
             out.append(self._leave_heartbeat())
-        self.state = ShareMemberState.UNSUBSCRIBED
+        self.state = MemberState.UNSUBSCRIBED
         self.closed = True
         out.append(self._emit(EventKind.CONSUMER_STOPPED, reason="close"))
         return out
@@ -329,7 +315,7 @@ class ShareMember:
         only the poll timer moved."""
         self._now = now_ms
         self._poll_deadline = now_ms + self.config.max_poll_interval_ms
-        if self.state is ShareMemberState.STALE and not self.closed:
+        if self.state is MemberState.STALE and not self.closed:
             self._transition_to_joining()
             return self._pump()
         return None
@@ -429,7 +415,7 @@ class ShareMember:
 
     def _hb_due(self) -> float:
         """When the next heartbeat may go (``canSendRequest`` / ``shouldHeartbeatNow``)."""
-        if self.state in (ShareMemberState.JOINING, ShareMemberState.ACKNOWLEDGING):
+        if self.state in (MemberState.JOINING, MemberState.ACKNOWLEDGING):
             return self._now  # sent at once, the backoff included (shouldHeartbeatNow)
         return max(self._hb_at, self._hb_backoff_until)
 
@@ -453,7 +439,7 @@ class ShareMember:
     def _heartbeat(self) -> ShareGroupHeartbeatRequest:
         corr = self._next_corr()
         self._hb_corr = corr
-        joining = self.state is ShareMemberState.JOINING
+        joining = self.state is MemberState.JOINING
         topics: tuple[str, ...] | None = None
         if joining or self._sent_topics != self.topics:
             topics = self.topics
@@ -462,8 +448,8 @@ class ShareMember:
         if self.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             self.stats.joins += 1
         self._hb_at = self._now + self._hb_interval_ms  # resetTimer on send
-        if self.state is ShareMemberState.ACKNOWLEDGING:
-            self.state = ShareMemberState.STABLE  # onHeartbeatRequestGenerated
+        if self.state is MemberState.ACKNOWLEDGING:
+            self.state = MemberState.STABLE  # onHeartbeatRequestGenerated
         return ShareGroupHeartbeatRequest(
             corr,
             self.group,
@@ -501,7 +487,7 @@ class ShareMember:
             return out
         new = frozenset(resp.assignment)
         if new != self.assigned:
-            self.state = ShareMemberState.RECONCILING
+            self.state = MemberState.RECONCILING
             self.stats.rebalances += 1
             added, gone = new - self.assigned, self.assigned - new
             out.append(
@@ -513,7 +499,7 @@ class ShareMember:
                 )
             )
             out.extend(self._set_assignment(new, "assignment"))
-            self.state = ShareMemberState.ACKNOWLEDGING
+            self.state = MemberState.ACKNOWLEDGING
             out.append(
                 self._emit(
                     EventKind.REBALANCE_COMPLETED,
@@ -521,15 +507,15 @@ class ShareMember:
                     partitions=format_partitions(new),
                 )
             )
-        elif self.state in (ShareMemberState.RECONCILING, ShareMemberState.JOINING):
-            self.state = ShareMemberState.STABLE
+        elif self.state in (MemberState.RECONCILING, MemberState.JOINING):
+            self.state = MemberState.STABLE
         return out
 
     def _on_heartbeat_error(self, resp: ShareGroupHeartbeatResponse) -> list[MemberOutput]:
         out: list[MemberOutput] = [self._request_error(resp.error, "ShareGroupHeartbeat")]
         self._sent_topics = None  # resetHeartbeatState: the next request is a full one
         error = resp.error
-        if error in _COORDINATOR_ERRORS:
+        if error in COORDINATOR_ERRORS:
             self.coordinator = None
             self._hb_attempts = 0
             self._hb_backoff_until = 0.0
@@ -553,7 +539,7 @@ class ShareMember:
     def _fence(self) -> list[MemberOutput]:
         out: list[MemberOutput] = []
         self.stats.fenced += 1
-        self.state = ShareMemberState.FENCED
+        self.state = MemberState.FENCED
         out.extend(self._set_assignment(frozenset(), "fenced", lost=True))
         self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
         self._transition_to_joining()
@@ -563,7 +549,7 @@ class ShareMember:
         """FATAL: the assignment is gone and ``poll()`` throws from now on."""
         self.fatal_error = error
         out = self._set_assignment(frozenset(), "fatal", lost=True)
-        self.state = ShareMemberState.FATAL
+        self.state = MemberState.FATAL
         return out
 
     def _poll_timer_expired(self) -> list[MemberOutput]:
@@ -577,15 +563,15 @@ class ShareMember:
         ]
         out.extend(self._set_assignment(frozenset(), "poll_timeout", lost=True))
         if self.coordinator is not None:
-            self.state = ShareMemberState.PREPARE_LEAVING
-            self.state = ShareMemberState.LEAVING
+            self.state = MemberState.PREPARE_LEAVING
+            self.state = MemberState.LEAVING
             out.append(self._leave_heartbeat())
-        self.state = ShareMemberState.STALE
+        self.state = MemberState.STALE
         self._poll_deadline = None
         return out
 
     def _transition_to_joining(self) -> None:
-        self.state = ShareMemberState.JOINING
+        self.state = MemberState.JOINING
         self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
         self._sent_topics = None
         self._hb_corr = None

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from emulator.events import EventKind
+from emulator.modern.consumer_member import MemberState
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
     Emit,
@@ -23,7 +24,7 @@ from emulator.modern.messages import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
-from emulator.modern.share_member import ShareConsumerConfig, ShareMember, ShareMemberState
+from emulator.modern.share_member import ShareConsumerConfig, ShareMember
 
 TP0, TP1 = ("t", 0), ("t", 1)
 
@@ -83,7 +84,7 @@ def test_the_member_id_is_its_own_uuid_and_the_first_heartbeat_goes_at_once() ->
     # Uuid.randomUuid().toString(): 22 characters of URL-safe base64, kept for life
     assert len(m.member_id) == 22 and hb.member_id == m.member_id
     assert hb.member_epoch == 0 and hb.subscribed_topic_names == ("t",)
-    assert m.state is ShareMemberState.JOINING
+    assert m.state is MemberState.JOINING
     assert member().member_id == m.member_id  # the same seed, the same id
     other = ShareMember(
         member="c-1", group="g", topics=["t"], config=ShareConsumerConfig(), rng=random.Random(8)
@@ -100,7 +101,7 @@ def test_an_assignment_is_taken_at_once_and_acknowledged_by_an_immediate_heartbe
     assert assigned and assigned[0].fields["partitions"] == "t:0,t:1"
     ack = heartbeat(out)  # ACKNOWLEDGING sends at once, the same epoch, no topics
     assert ack.member_epoch == 1 and ack.subscribed_topic_names is None
-    assert m.state is ShareMemberState.STABLE
+    assert m.state is MemberState.STABLE
     # Then the interval from the answer, timed from the send.
     answer(m, 20.0, ack, epoch=1)
     assert m.next_deadline() == pytest.approx(10.0 + 5000)
@@ -114,7 +115,7 @@ def test_one_heartbeat_in_flight_and_the_same_partitions_make_the_member_stable(
     hb = joined(m)
     assert m.poll(100_000.0) == []  # the join is in flight: nothing more
     out = answer(m, 5.0, hb, assignment=())
-    assert only(out, ShareAssignment) == [] and m.state is ShareMemberState.STABLE
+    assert only(out, ShareAssignment) == [] and m.state is MemberState.STABLE
 
 
 def test_fencing_clears_the_assignment_and_rejoins_at_once_with_epoch_0() -> None:
@@ -168,7 +169,7 @@ def test_fatal_errors_end_the_membership(error: Errors) -> None:
     m = member()
     hb = joined(m)
     answer(m, 1.0, hb, error=error)
-    assert m.state is ShareMemberState.FATAL and m.fatal_error == error.name
+    assert m.state is MemberState.FATAL and m.fatal_error == error.name
     assert m.poll(1_000_000.0) == [] and m.next_deadline() is None
 
 
@@ -181,11 +182,11 @@ def test_the_poll_timer_leaves_goes_stale_and_the_next_poll_rejoins() -> None:
         answer(m, t, heartbeat(m.poll(t)), interval=400)  # answered at once
     out = m.poll(1000.0)
     leave = heartbeat(out)
-    assert leave.member_epoch == -1 and m.state is ShareMemberState.STALE
+    assert leave.member_epoch == -1 and m.state is MemberState.STALE
     assert only(out, ShareAssignment) == [ShareAssignment(())]
     assert m.poll(100_000.0) == [] and m.next_deadline() is None  # no heartbeat while stale
     rejoin = heartbeat(m.app_polled(100_000.0))
-    assert rejoin.member_epoch == 0 and m.state is ShareMemberState.JOINING
+    assert rejoin.member_epoch == 0 and m.state is MemberState.JOINING
 
 
 def test_close_sends_the_leave_heartbeat_once() -> None:
