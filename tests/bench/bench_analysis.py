@@ -22,12 +22,14 @@ What it measures, per size (millions of events):
    Parquet files scanned into the ``noop`` sink. **ratio** = data source scan
    time / Parquet scan time.
 5. **where the time goes** inside one data-source task, outside Spark on one
-   core, for one 64 MiB segment: msgpack decoding alone, decoding + building
-   the column lists, + Arrow arrays (= ``read_segment``); the rest of the
-   Spark scan time is Arrow transfer to the JVM and task overhead.
+   core, for one 64 MiB segment: record-by-record msgpack decoding alone, and
+   with the column lists built (the path ``read_segment`` takes only for a
+   block msgspec refuses), then ``read_segment`` itself (msgspec's block
+   decoding, columns and Arrow arrays); the rest of the Spark scan time is
+   Arrow transfer to the JVM and task overhead.
 5b. **columnar**: :func:`analysis.datasource.load_events` with ``columnar``:
-   the first read decodes every log into the run's columnar cache (a pool of
-   processes) and scans it; the second finds it unchanged and scans it. Each
+   the first read decodes every log into the run's columnar cache (decoding
+   processes of its own) and scans it; the second finds it unchanged and scans it. Each
    with its ratio to the Parquet scan.
 6. **compare**: :func:`analysis.compare.compare` on the run (checkers,
    metrics, plot frames, report), timed per step from its progress lines,
