@@ -97,6 +97,7 @@ from analysis.frames import (
     explode_partitions,
     islands,
     member_col,
+    merge_equal,
     protocol_groups,
     run_bounds,
     sweep_coverage,
@@ -173,6 +174,8 @@ ANOMALY_SCHEMA: Final = StructType(
 )
 
 BUCKET: Final = 4096  # offsets per bucket in the duplicate range join
+TIME_BUCKETS: Final = 1024
+"""Time buckets of a protocol's run in the commit check's range join (at least 1 ms each)."""
 
 
 def _anomaly(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
@@ -207,7 +210,6 @@ def _settled(wins: DataFrame) -> DataFrame:
     wins = wins.localCheckpoint()
     few = wins.limit(BROADCAST_WINDOWS_MAX + 1).count() <= BROADCAST_WINDOWS_MAX
     return F.broadcast(wins) if few else wins
-
 
 
 def check_double_ownership(events: DataFrame, intervals: DataFrame | None = None) -> DataFrame:
@@ -310,34 +312,110 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
     return same.unionByName(order)
 
 
-def offset_coverage(events: DataFrame) -> DataFrame:
-    """``TP + [s, e, prod, proc]``: how often each offset segment was produced and processed."""
+def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> DataFrame:
+    """``TP + [s, e, prod, proc]``: how often each offset segment was produced and processed.
+
+    Contiguous segments with the same counts are one row, except where an
+    offset was processed twice or more: there the segments are cut at every
+    boundary of a processed batch inside them, so that each is covered whole
+    by the batches that processed it (what :func:`check_duplicates` matches).
+
+    How: each kind's batches are first joined into *runs* (a batch that starts
+    where the one before it, by offset, ended continues its run); the runs
+    cover every offset as often as the batches do, so sweeping their ends
+    gives the same counts as sweeping every batch's, from a few rows per
+    partition instead of two per event. ``batches``: :func:`processed_batches`
+    (the cuts' batches; read from ``events`` when not given).
+    """
     r = events.where(
         F.col("kind").isin(K.PRODUCED.value, K.PROCESSED.value)
         & (F.col("offset_end") > F.col("offset_start"))
     ).select(
         *TP,
         (F.col("kind") == K.PRODUCED.value).alias("_p"),
-        "offset_start",
-        "offset_end",
+        F.col("offset_start").alias("os"),
+        F.col("offset_end").alias("oe"),
     )
+    w = Window.partitionBy(*TP, "_p").orderBy("os", "oe")
+    new_run = F.coalesce(F.lag("oe").over(w) != F.col("os"), F.lit(True)).cast("long")
+    runs = (
+        r.withColumn("_new", new_run)
+        .withColumn(
+            "_run", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        )
+        .groupBy(*TP, "_p", "_run")
+        .agg(F.min("os").alias("os"), F.max("oe").alias("oe"))
+    )
+    # Both ends of a run from one pass over it (a union of two selects would run
+    # the window over the batches twice).
     one = F.lit(1).cast("long")
     zero = F.lit(0).cast("long")
-    pts = r.select(
-        *TP,
-        F.col("offset_start").alias("pos"),
-        F.when(F.col("_p"), one).otherwise(zero).alias("prod"),
-        F.when(F.col("_p"), zero).otherwise(one).alias("proc"),
-    ).transform(
-        union_frames,
-        r.select(
+    sign = F.when(F.col("_end"), -one).otherwise(one)
+    pts = (
+        runs.select(
             *TP,
-            F.col("offset_end").alias("pos"),
-            F.when(F.col("_p"), -one).otherwise(zero).alias("prod"),
-            F.when(F.col("_p"), zero).otherwise(-one).alias("proc"),
-        ),
+            "_p",
+            F.explode(
+                F.array(
+                    F.struct(F.col("os").alias("pos"), F.lit(False).alias("_end")),
+                    F.struct(F.col("oe").alias("pos"), F.lit(True).alias("_end")),
+                )
+            ).alias("_pt"),
+        )
+        .select(*TP, "_p", "_pt.pos", "_pt._end")
+        .select(
+            *TP,
+            "pos",
+            F.when(F.col("_p"), sign).otherwise(zero).alias("prod"),
+            F.when(F.col("_p"), zero).otherwise(sign).alias("proc"),
+        )
     )
-    return sweep_coverage(pts, TP, ["prod", "proc"])
+    twice = F.col("proc") >= 2
+    # A few rows per partition, read twice below: computed once.
+    cov = merge_equal(
+        sweep_coverage(pts, TP, ["prod", "proc"]), TP, ["prod", "proc"], twice
+    ).localCheckpoint()
+    # Cut what was processed twice or more at the processed batches' boundaries inside it.
+    dup = cov.where(twice)
+    b = batches if batches is not None else processed_batches(events)
+    bb = (
+        b.where(F.col("oe") > F.col("os"))
+        .select(*TP, "os", "oe")
+        .withColumn(
+            "bucket",
+            F.explode(
+                F.sequence(
+                    F.floor(F.col("os") / BUCKET).cast("long"),
+                    F.floor((F.col("oe") - 1) / BUCKET).cast("long"),
+                )
+            ),
+        )
+    )
+    cuts = (
+        dup.select(
+            *TP,
+            "s",
+            "e",
+            F.explode(
+                F.sequence(
+                    F.floor(F.col("s") / BUCKET).cast("long"),
+                    F.floor((F.col("e") - 1) / BUCKET).cast("long"),
+                )
+            ).alias("bucket"),
+        )
+        .join(bb, [*TP, "bucket"])
+        .where((F.col("os") < F.col("e")) & (F.col("s") < F.col("oe")))
+        .select(*TP, "s", "e", F.explode(F.array("os", "oe")).alias("c"))
+        .where((F.col("c") > F.col("s")) & (F.col("c") < F.col("e")))
+    )
+    at = dup.select(*TP, "s", "e", F.col("s").alias("c")).transform(union_frames, cuts).distinct()
+    wc = Window.partitionBy(*TP, "s").orderBy("c")
+    pieces = (
+        at.select(*TP, "s", "c", F.coalesce(F.lead("c").over(wc), F.col("e")).alias("_to"))
+        .join(dup, [*TP, "s"])
+        .select(*TP, F.col("c").alias("s"), F.col("_to").alias("e"), "prod", "proc")
+    )
+    return cov.where(~twice).unionByName(pieces)
 
 
 def check_loss(
@@ -553,6 +631,7 @@ def check_commit_by_non_owner(
     events: DataFrame,
     effective: DataFrame | None = None,
     lifetimes: DataFrame | None = None,
+    bounds: DataFrame | None = None,
 ) -> DataFrame:
     """``offsets_committed`` by a member that was not the partition's current owner.
 
@@ -567,9 +646,21 @@ def check_commit_by_non_owner(
     judged against (nobody owns a partition that is gone): it is a
     ``commits_deleted_partition`` observation (:func:`topic_observations`), not
     this anomaly.
+
+    Each commit is matched only with the intervals that reach its time bucket
+    (:data:`TIME_BUCKETS` of the protocol's run, ``bounds``: :func:`run_bounds`),
+    not with every interval of its partition: the same matches (an interval
+    that holds ``t`` reaches ``t``'s bucket) without a join that grows with
+    commits x rebalances (75 M rows for a 10 M-event run).
     """
     eff = (
         effective if effective is not None else effective_intervals(ownership_intervals_all(events))
+    )
+    width = F.broadcast(
+        (bounds if bounds is not None else run_bounds(events)).select(
+            "protocol",
+            F.greatest((F.col("t_last") - F.col("t_first")) / TIME_BUCKETS, F.lit(1.0)).alias("_w"),
+        )
     )
     commits = commits_stored(events)
     if lifetimes is not None:
@@ -578,11 +669,31 @@ def check_commit_by_non_owner(
             .where(F.col("_deleted").isNull() | (F.col("t") < F.col("_deleted")))
             .drop("_deleted")
         )
-    commits = commits.withColumn("cid", F.monotonically_increasing_id())
-    mine = eff.select(
-        *GTP, F.col("member").alias("_m"), F.col("s").alias("_s"), F.col("e").alias("_e")
+    commits = (
+        commits.withColumn("cid", F.monotonically_increasing_id())
+        .join(width, "protocol", "left")
+        .withColumn("_b", F.floor(F.col("t") / F.coalesce(F.col("_w"), F.lit(1.0))))
+        .drop("_w")
     )
-    j = commits.join(mine, GTP, "left").withColumn(
+    # An interval with no end holds no commit (``t <= _e`` is never true): its start's bucket.
+    mine = (
+        eff.select(
+            *GTP, F.col("member").alias("_m"), F.col("s").alias("_s"), F.col("e").alias("_e")
+        )
+        .join(width, "protocol", "left")
+        .withColumn("_w", F.coalesce(F.col("_w"), F.lit(1.0)))
+        .withColumn(
+            "_b",
+            F.explode(
+                F.sequence(
+                    F.floor(F.col("_s") / F.col("_w")),
+                    F.floor(F.coalesce(F.col("_e"), F.col("_s")) / F.col("_w")),
+                )
+            ),
+        )
+        .drop("_w")
+    )
+    j = commits.join(mine, [*GTP, "_b"], "left").withColumn(
         "_hit",
         (F.col("_m") == F.col("member"))
         & (F.col("_s") <= F.col("t"))
@@ -1067,7 +1178,7 @@ class SharedFrames:
     @property
     def coverage(self) -> DataFrame:
         """:func:`offset_coverage`."""
-        return self._get("coverage", lambda: offset_coverage(self.events), TP)
+        return self._get("coverage", lambda: offset_coverage(self.events, self.batches), TP)
 
     @property
     def timeline(self) -> DataFrame:
@@ -1107,7 +1218,7 @@ def run_checkers(events: DataFrame, shared: SharedFrames | None = None) -> DataF
         check_double_processing(ev, sh.batches),
         check_loss(ev, sh.coverage, sh.intervals, sh.groups, sh.lifetimes),
         check_duplicates(ev, sh.coverage, sh.effective, sh.batches),
-        check_commit_by_non_owner(ev, sh.effective, sh.lifetimes),
+        check_commit_by_non_owner(ev, sh.effective, sh.lifetimes, sh.bounds),
         check_stranded(ev, sh.intervals, sh.timeline, sh.gaps),
         check_assignments(
             sh.control,

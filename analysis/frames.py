@@ -1,7 +1,7 @@
 """Spark building blocks the checkers and the metrics share: keys, columns, sweeps.
 
 Offsets are half-open ranges swept with window functions (:func:`sweep_coverage`,
-:func:`islands`), time intervals are swept the same way (:func:`busy_windows`,
+:func:`islands`, :func:`merge_equal`), time intervals are swept the same way (:func:`busy_windows`,
 the Spark form of :func:`emulator.intervals.overlap_windows`), and
 :func:`union_frames` keeps the small control-plane frames in one partition.
 """
@@ -90,21 +90,25 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
         windows :func:`emulator.intervals.overlap_windows` finds
         (ends before starts at the same instant).
     """
-    # An exact pre-filter, one sort instead of the sweep's three: a window needs two
-    # intervals that overlap for a positive length, so some interval must start
-    # before one sorted ahead of it (by start, then end) has ended. Timelines
-    # without one (most, in a run without anomalies) are dropped here.
+    # An exact pre-filter, one sort and one window pass: only an interval that
+    # overlaps another for a positive length can be in a window, and one does
+    # when it starts before an interval sorted ahead of it (by start, then end)
+    # has ended, or the next one starts before it ends. The rest (all of them,
+    # in a run without anomalies) are dropped here; the windows stay the same,
+    # as nothing else is held where a dropped interval is.
     ahead = Window.partitionBy(*keys).orderBy("s", "e")
-    flagged = iv.withColumn(
-        "_ahead_end", F.max("e").over(ahead.rowsBetween(Window.unboundedPreceding, -1))
-    ).withColumn("_over", F.coalesce(F.col("s") < F.col("_ahead_end"), F.lit(False)))
-    iv = (
-        flagged.withColumn("_any", F.max("_over").over(Window.partitionBy(*keys)))
-        .where(F.col("_any"))
-        .drop("_ahead_end", "_over", "_any")
+    over = F.coalesce(
+        F.col("s") < F.max("e").over(ahead.rowsBetween(Window.unboundedPreceding, -1)),
+        F.lit(False),
+    ) | F.coalesce(F.lead("s").over(ahead) < F.col("e"), F.lit(False))
+    iv = iv.withColumn("_over", over).where(F.col("_over")).drop("_over")
+    # Both ends from one pass (a union of two selects would run the window twice).
+    ends = F.array(
+        F.struct(F.col("s").alias("t"), F.lit(1).alias("d")),
+        F.struct(F.col("e").alias("t"), F.lit(-1).alias("d")),
     )
-    pts = iv.select(*keys, "who", F.col("s").alias("t"), F.lit(1).alias("d")).transform(
-        union_frames, iv.select(*keys, "who", F.col("e").alias("t"), F.lit(-1).alias("d"))
+    pts = iv.select(*keys, "who", F.explode(ends).alias("_pt")).select(
+        *keys, "who", "_pt.t", "_pt.d"
     )
     g = pts.groupBy(*keys, "who", "t", "d").agg(F.count(F.lit(1)).alias("n"))
     w_who = (
@@ -154,6 +158,28 @@ def sweep_coverage(points: DataFrame, keys: list[str], cols: list[str]) -> DataF
         *[F.sum(c).over(run).alias(c) for c in cols],
     )
     return out.where(F.col("e").isNotNull())
+
+
+def merge_equal(seg: DataFrame, keys: list[str], cols: list[str], apart: Column) -> DataFrame:
+    """Merge contiguous segments ``keys + [s, e] + cols`` whose ``cols`` are equal.
+
+    A segment where ``apart`` holds is kept as it is (not merged with its
+    neighbours), so that what reads those segments one by one still sees them.
+    The result covers the same offsets with the same values: the sweep of a
+    run without anomalies (every offset produced once and processed once)
+    becomes one segment per partition instead of one per batch.
+    """
+    w = Window.partitionBy(*keys).orderBy("s")
+    new = F.lag("e").over(w).isNull() | (F.lag("e").over(w) != F.col("s")) | apart
+    for c in cols:
+        new = new | (F.lag(c).over(w) != F.col(c))
+    grp = F.sum(new.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (
+        seg.withColumn("_grp", grp)
+        .groupBy(*keys, "_grp")
+        .agg(F.min("s").alias("s"), F.max("e").alias("e"), *[F.min(c).alias(c) for c in cols])
+        .drop("_grp")
+    )
 
 
 def islands(seg: DataFrame, keys: list[str], flag: Column) -> DataFrame:

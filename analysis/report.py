@@ -319,6 +319,11 @@ def _empty(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
+NARROW_MARK: Final = 1 / 2000
+"""The ownership plot's marks (no owner, two owners) narrower than this part of
+the time axis (under half a pixel of the report's figure) are drawn filled, not hatched."""
+
+
 def plot_ownership(
     own: pd.DataFrame,
     faults: pd.DataFrame,
@@ -402,8 +407,13 @@ def plot_ownership(
             )
         else:
             marks_of.append((doubles, DOUBLE_COLOR, "xxxx"))
+        # A mark narrower than NARROW_MARK of the axis is drawn filled, all of a
+        # kind as one artist: its hatch would not show, and hatching each of
+        # thousands of boxes is most of a long run's drawing time.
+        narrow_s = end_s * NARROW_MARK
         for frame_, color, hatch in marks_of:
             marked: dict[int, list[tuple[float, float]]] = {}
+            thin: list[list[tuple[float, float]]] = []
             f = frame_[frame_["protocol"] == s]
             for topic, part, start, stop in zip(
                 f["topic"], f["partition"], f["t_start_ms"], f["t_end_ms"], strict=True
@@ -412,7 +422,13 @@ def plot_ownership(
                 if y is None:
                     continue
                 t0 = float(start) / 1000.0
-                marked.setdefault(y, []).append((t0, max(float(stop) / 1000.0 - t0, 0.02)))
+                width = max(float(stop) / 1000.0 - t0, 0.02)
+                if width < narrow_s:
+                    t1 = t0 + width
+                    thin.append([(t0, y - 0.45), (t0, y + 0.45), (t1, y + 0.45), (t1, y - 0.45)])
+                else:
+                    marked.setdefault(y, []).append((t0, width))
+            linewidth = 1.2 if color == DOUBLE_COLOR else 0.6
             for y, xr in marked.items():
                 ax.broken_barh(
                     xr,
@@ -420,7 +436,12 @@ def plot_ownership(
                     facecolors="none",
                     edgecolors=color,
                     hatch=hatch,
-                    linewidth=1.2 if color == DOUBLE_COLOR else 0.6,
+                    linewidth=linewidth,
+                )
+            if thin:
+                ax.add_collection(
+                    PolyCollection(thin, facecolors=color, edgecolors=color, linewidths=linewidth),
+                    autolim=False,
                 )
         marks = faults[faults["protocol"] == s].sort_values("t_ms")
         for i, r in enumerate(marks.itertuples()):

@@ -804,3 +804,75 @@ def test_busy_windows_are_the_pure_sweeps_windows(spark: SparkSession) -> None:
     assert {k: sorted(v) for k, v in got.items()} == want
     assert sum(map(len, want.values())) > 100  # the draw has windows to find
     assert all(not want[k] for k in range(0, 400, 4))
+
+
+def test_offset_coverage_counts_every_offset_and_cuts_what_was_processed_twice(
+    spark: SparkSession,
+) -> None:
+    """:func:`analysis.checkers.offset_coverage` (runs of batches swept, then the
+    offsets processed twice or more cut at the processed batches' boundaries)
+    against counting each offset in Python, on 300 random partitions: gaps,
+    replays from an earlier offset, skips. Every offset has its counts; no two
+    segments overlap; each segment processed twice or more lies whole inside, or
+    wholly outside, every processed batch (what check_duplicates matches on);
+    neighbours processed less than twice differ."""
+    import random
+    from itertools import pairwise
+
+    from analysis.checkers import offset_coverage
+
+    rng = random.Random(11)
+    rows: list[tuple[str, str, int, int, int]] = []
+    want: dict[int, dict[int, tuple[int, int]]] = {}
+    processed: dict[int, list[tuple[int, int]]] = {}
+    for part in range(300):
+        counts: dict[int, list[int]] = {}
+        o = 0
+        for _ in range(rng.randint(1, 12)):  # produced: back to back, sometimes a gap
+            o += rng.choice([0, 0, 0, rng.randint(1, 9)])
+            n = rng.randint(1, 30)
+            rows.append(("produced", "zookeeper", "t", part, o, o + n))
+            for x in range(o, o + n):
+                counts.setdefault(x, [0, 0])[0] += 1
+            o += n
+        top, o, done = o, 0, []
+        while o < top and len(done) < 15:  # processed: on, sometimes back or ahead
+            n = rng.randint(1, 25)
+            done.append((o, o + n))
+            rows.append(("processed", "zookeeper", "t", part, o, o + n))
+            for x in range(o, o + n):
+                counts.setdefault(x, [0, 0])[1] += 1
+            o += n + rng.choice([0, 0, 0, -rng.randint(1, 20), rng.randint(1, 5)])
+            o = max(o, 0)
+        want[part] = {x: (c[0], c[1]) for x, c in counts.items()}
+        processed[part] = done
+    events = spark.createDataFrame(
+        rows,
+        "kind string, protocol string, topic string, partition long, "
+        "offset_start long, offset_end long",
+    )
+    batches = events.where("kind = 'processed'").select(
+        "protocol",
+        "topic",
+        "partition",
+        events["offset_start"].alias("os"),
+        events["offset_end"].alias("oe"),
+    )
+    got: dict[int, list[tuple[int, int, int, int]]] = {p: [] for p in want}
+    for r in offset_coverage(events, batches).collect():
+        got[r["partition"]].append((r["s"], r["e"], r["prod"], r["proc"]))
+    cut = 0
+    for part, segs in got.items():
+        segs.sort()
+        assert all(a[1] <= b[0] for a, b in pairwise(segs)), part
+        seen = {x: (p, q) for s, e, p, q in segs for x in range(s, e) if (p, q) != (0, 0)}
+        assert seen == want[part], part
+        for s, e, _p, q in segs:
+            if q >= 2:
+                cut += 1
+                for os_, oe in processed[part]:
+                    assert (os_ <= s and e <= oe) or oe <= s or e <= os_, (part, s, e)
+        for a, b in pairwise(segs):
+            if a[1] == b[0] and a[3] < 2 and b[3] < 2:
+                assert a[2:] != b[2:], (part, a, b)
+    assert cut > 100  # the draw has offsets processed twice to cut

@@ -475,3 +475,55 @@ def test_a_share_groups_overlaps_are_not_drawn_as_double_ownership() -> None:
 
     assert double_marks([]) == 1
     assert double_marks(["zookeeper"]) == 0
+
+
+def test_narrow_gaps_are_one_filled_artist_and_wide_gaps_stay_hatched() -> None:
+    """A gap under NARROW_MARK of the axis is drawn filled (its hatch would not
+    show), all of them as one artist; a wide gap keeps its hatched box."""
+    from matplotlib.colors import to_rgba
+
+    from analysis.report import GAP_COLOR, NARROW_MARK, plot_ownership
+
+    end_ms = 100_000.0
+    narrow_ms = end_ms * NARROW_MARK / 2  # 25 ms
+    rows: list[dict[str, Any]] = []
+    for p in range(3):
+        t = 0.0
+        for k in range(40):  # 40 owners' turns, each followed by a narrow gap
+            rows.append(
+                dict(
+                    protocol="zookeeper",
+                    topic="t",
+                    partition=p,
+                    member=f"c-{k % 2}",
+                    t_start_ms=t,
+                    t_end_ms=t + 1_000.0,
+                )
+            )
+            t += 1_000.0 + narrow_ms
+        # then one wide gap (10 s) and an owner to the end
+        rows.append(
+            dict(
+                protocol="zookeeper",
+                topic="t",
+                partition=p,
+                member="c-0",
+                t_start_ms=t + 10_000.0,
+                t_end_ms=None,
+            )
+        )
+    own = pd.DataFrame(rows)
+    faults = pd.DataFrame(columns=["protocol", "t_ms", "reason", "member"])
+    fig = plot_ownership(own, faults, ["zookeeper"], end_ms)
+    ax = fig.axes[0]
+    grey = to_rgba(GAP_COLOR)
+    gap_artists = [
+        c for c in ax.collections if len(c.get_edgecolor()) and tuple(c.get_edgecolor()[0]) == grey
+    ]
+    filled = [c for c in gap_artists if not c.get_hatch()]
+    hatched = [c for c in gap_artists if c.get_hatch()]
+    assert len(filled) == 1 and len(filled[0].get_paths()) == 3 * 39
+    assert tuple(filled[0].get_facecolor()[0]) == grey
+    # the wide gaps: one hatched row artist per partition, one box each
+    assert len(hatched) == 3
+    assert all(len(c.get_paths()) == 1 for c in hatched)
