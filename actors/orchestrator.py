@@ -344,19 +344,32 @@ class ProtocolRun:
             status = "stopped"
             self.notes.append(f"stopped at its first invariant violation: {stop.violation}")
         finally:
+            # An interruption that comes while the run is ending (its teardown, its
+            # logs' summary) still leaves a result: the manifest then says the
+            # protocol was interrupted instead of leaving it out.
+            late: KeyboardInterrupt | None = None
+            summary = RunSummary()
             try:
-                self._teardown()
-            except StopSimulation as stop:  # found as the run ended; it is raised once
-                status = "stopped"
-                self.notes.append(f"stopped at its first invariant violation: {stop.violation}")
-                self._teardown()
-            self._gather_logs()
-            if not self.interrupted:
-                self._restore_zookeeper()
-            summary = summarize(self._read_events()) if self.summarize_logs else RunSummary()
+                try:
+                    self._teardown()
+                except StopSimulation as stop:  # found as the run ended; it is raised once
+                    status = "stopped"
+                    self.notes.append(f"stopped at its first invariant violation: {stop.violation}")
+                    self._teardown()
+                self._gather_logs()
+                if not self.interrupted:
+                    self._restore_zookeeper()
+                if self.summarize_logs:
+                    summary = summarize(self._read_events())
+            except KeyboardInterrupt as exc:
+                late = exc
+                status = "interrupted"
+                self.interrupted = True
             self.result = ProtocolResult(
                 self.protocol, status, summary, self.system.monotonic() - wall0, self.notes
             )
+            if late is not None:
+                raise late
         del sc
         return self.result
 
@@ -1015,24 +1028,34 @@ def _run_protocol(
     try:
         return pr.run()
     finally:
-        engine.protocol_done(pr, manifest)
-        r = pr.result
-        if r is not None:
-            manifest["protocols"][protocol] = {
-                "status": r.status,
-                "wall_s": round(r.wall_s, 2),
-                "counts": r.summary.to_dict(),
-                "notes": r.notes,
-                "events_dir": f"{protocol}/events",
-                "placement": pr.placement_report,
-                "lost_hosts": sorted(pr.lost_hosts),
-                "lost_brokers": sorted(pr.lost_brokers),
-                "killed_actors": sorted(pr.killed_actors),
-                "resources": pr.resources,
-            }
-            storage_info = manifest.setdefault("event_storage", {"protocols": {}})
-            storage_info["protocols"][protocol] = pr.storage_report
-            save()
+        try:
+            engine.protocol_done(pr, manifest)
+        finally:  # the protocol's entry even when an interruption lands in protocol_done
+            _record_protocol(pr, protocol, manifest, save)
+
+
+def _record_protocol(
+    pr: ProtocolRun, protocol: str, manifest: dict[str, Any], save: Callable[[], None]
+) -> None:
+    """``pr``'s entry in ``manifest`` (and its storage report), then ``save``."""
+    r = pr.result
+    if r is None:
+        return
+    manifest["protocols"][protocol] = {
+        "status": r.status,
+        "wall_s": round(r.wall_s, 2),
+        "counts": r.summary.to_dict(),
+        "notes": r.notes,
+        "events_dir": f"{protocol}/events",
+        "placement": pr.placement_report,
+        "lost_hosts": sorted(pr.lost_hosts),
+        "lost_brokers": sorted(pr.lost_brokers),
+        "killed_actors": sorted(pr.killed_actors),
+        "resources": pr.resources,
+    }
+    storage_info = manifest.setdefault("event_storage", {"protocols": {}})
+    storage_info["protocols"][protocol] = pr.storage_report
+    save()
 
 
 def run_scenario(
@@ -1084,7 +1107,7 @@ def run_scenario(
         ):
             raise RunError(
                 f"share groups (KIP-932) need kafka_version 4.0 or later; the scenario "
-                f"{scenario.name} has {scenario.kafka_version} (set kafka_version = \"4.2\")"
+                f'{scenario.name} has {scenario.kafka_version} (set kafka_version = "4.2")'
             )
     if engine is None:
         from actors.real_engine import RealEngine

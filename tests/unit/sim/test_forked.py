@@ -139,3 +139,45 @@ def _children(pid: int) -> list[int]:
     kids = [int(c) for c in path.read_text().split()] if path.exists() else []
     mine = Path(f"/proc/{pid}/cmdline").read_bytes()
     return [k for k in kids if Path(f"/proc/{k}/cmdline").read_bytes() == mine]
+
+
+@pytest.mark.parametrize("where", ["teardown", "protocol_done"])
+def test_an_interruption_as_a_protocol_ends_leaves_it_in_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Ctrl-C (a worker's SIGTERM) landing while a protocol's run is ending, in
+    its teardown or in the engine's closing of its world, still records the
+    protocol in the manifest, as interrupted; before, the entry was left out
+    (seen once in CI: a forked quickstart's manifest named one protocol of two)."""
+    from actors.orchestrator import ProtocolRun
+
+    hit = [False]
+
+    def once() -> None:
+        if not hit[0]:
+            hit[0] = True
+            raise KeyboardInterrupt("as the run ended")
+
+    if where == "teardown":
+        teardown = ProtocolRun._teardown
+
+        def late_teardown(self: ProtocolRun) -> None:
+            once()
+            teardown(self)
+
+        monkeypatch.setattr(ProtocolRun, "_teardown", late_teardown)
+    else:
+        done = SimEngine.protocol_done
+
+        def late_done(self: SimEngine, run: ProtocolRun, manifest: dict[str, object]) -> None:
+            done(self, run, manifest)
+            once()
+
+        monkeypatch.setattr(SimEngine, "protocol_done", late_done)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(_tiny(), ["consumer"], tmp_path, engine=SimEngine(workers=1))
+    assert hit[0]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    entry = manifest["protocols"]["consumer"]
+    assert entry["status"] == ("interrupted" if where == "teardown" else "completed")
