@@ -15,7 +15,10 @@ never read from a stale copy, and a damaged Parquet file is rebuilt.
 Decoding is :func:`analysis.datasource.read_segment` on exactly the planned
 segments, so the rows are the ones :func:`analysis.datasource.load_events`
 reads: truncated tails and damaged regions are skipped (and reported by the
-plan) the same way. It runs outside Spark, in processes of its own (one per
+plan) the same way. Within a file the data events (produced, processed) come
+first and the others after them, in row groups of their own, so that Spark
+skips the data row groups, by their statistics, in a scan for control kinds.
+It runs outside Spark, in processes of its own (one per
 core, ``python -m analysis.columnar``), and writes with pyarrow; Spark then
 reads Parquet with its own scanner instead of moving every row from a Python
 worker to the JVM.
@@ -38,11 +41,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.datasource import FilePlan, Segment, read_segment
 from analysis.schema import column_types
 from emulator.eventlog import CorruptEventLog
+from emulator.events import EventKind
 
 CACHE_DIRNAME: Final = "columnar-cache"
 """The cache's directory inside a run directory."""
@@ -50,8 +55,12 @@ CACHE_DIRNAME: Final = "columnar-cache"
 CACHE_MANIFEST: Final = "cache.json"
 """The cache's own manifest: what each Parquet file was decoded from."""
 
-CACHE_FORMAT: Final = 1
-"""Bumped when decoding changes what a row holds: every older cache is rebuilt."""
+CACHE_FORMAT: Final = 2
+"""Bumped when decoding changes what a file holds: every older cache is rebuilt
+(2: the control events in row groups of their own)."""
+
+DATA_KINDS: Final = (EventKind.PRODUCED.value, EventKind.PROCESSED.value)
+"""The kinds of nearly every event of a large run (the data plane)."""
 
 ROW_GROUP_ROWS: Final = 131_072
 """Rows per Parquet row group: Spark splits a file's scan at row groups."""
@@ -179,12 +188,30 @@ def decode_to_parquet(segments: Sequence[Segment], dest: str) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     rows = 0
+    data_kinds = pa.array(DATA_KINDS, pa.string())
     try:
         with pq.ParquetWriter(tmp, arrow_schema(), compression="snappy") as writer:
+            # The data events in row groups as they come, the others (a few per
+            # rebalance) gathered into row groups of their own at the end: a scan
+            # for control kinds then skips every data row group by its statistics.
+            control: list[pa.RecordBatch] = []
             for seg in segments:
                 for batch in read_segment(seg, batch_rows=ROW_GROUP_ROWS):
-                    writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
                     rows += batch.num_rows
+                    is_data = pc.fill_null(
+                        pc.is_in(batch.column("kind"), value_set=data_kinds), False
+                    )
+                    data = batch.filter(is_data)
+                    if data.num_rows:
+                        writer.write_batch(data, row_group_size=ROW_GROUP_ROWS)
+                    rest = batch.filter(pc.invert(is_data))
+                    if rest.num_rows:
+                        control.append(rest)
+            if control:
+                writer.write_table(
+                    pa.Table.from_batches(control, schema=arrow_schema()),
+                    row_group_size=ROW_GROUP_ROWS,
+                )
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -267,9 +267,10 @@ def analyze_run(
         if err is None:
             raise
         raise CompareError(str(err).splitlines()[0]) from None
-    protocols = sorted(
-        r[0] for r in events.select("protocol").distinct().collect() if r[0] is not None
-    )
+    # The frames the checkers, metrics and plots share, built once; their run
+    # bounds (one row per protocol) name the protocols without a scan of their own.
+    shared = SharedFrames(events)
+    protocols = sorted(r[0] for r in shared.bounds.select("protocol").collect() if r[0] is not None)
     evidence = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
     evidence = {p: e for p, e in evidence.items() if p in protocols or not e.complete}
     for e in evidence.values():
@@ -285,7 +286,6 @@ def analyze_run(
     try:
         say(f"{name}: running the checkers")
         with ticking(say, f"{name}: running the checkers", spark):
-            shared = SharedFrames(events)  # built once: checkers, metrics and plots share them
             anomalies = run_checkers(events, shared)
             if undetermined:  # no verdict on evidence that is not all there
                 anomalies = anomalies.withColumn(

@@ -274,3 +274,33 @@ def test_a_directory_that_cannot_be_written_has_no_cache(
     cache, why = cache_dir_for(tmp_path)
     assert cache is None and why == f"{tmp_path} is not writable"
     assert cache_dir_for(tmp_path / "nope")[1].endswith("is not a directory")
+
+
+def test_control_events_are_in_row_groups_of_their_own(tmp_path: Path) -> None:
+    """A decoded log holds its data events (produced, processed) first and the
+    others after them in row groups of their own: a scan for control kinds skips
+    the data row groups by their statistics. The rows are the log's, all of them."""
+    data_kinds = set(columnar.DATA_KINDS)
+    events = [
+        {
+            "kind": EventKind.PROCESSED.value if i % 7 else EventKind.REBALANCE_STARTED.value,
+            "seq": i,
+            "offset_start": i,
+            "offset_end": i + 1,
+        }
+        for i in range(3000)
+    ]
+    seg = _framed_log(tmp_path / "c.msgpack", [events[:1000], events[1000:]])
+    out = tmp_path / "c.parquet"
+    assert columnar.decode_to_parquet([seg], str(out)) == 3000
+    f = pq.ParquetFile(out)
+    groups = [
+        set(f.read_row_group(i, columns=["kind"]).column(0).to_pylist())
+        for i in range(f.num_row_groups)
+    ]
+    is_data = [g <= data_kinds for g in groups]
+    assert is_data.count(False) >= 1 and is_data.count(True) >= 1
+    assert is_data == sorted(is_data, reverse=True)  # the data row groups first
+    assert all(g <= data_kinds or not g & data_kinds for g in groups)  # none mixed
+    rows = sorted(f.read(columns=["seq", "kind"]).to_pylist(), key=lambda r: r["seq"])
+    assert rows == [{"seq": e["seq"], "kind": e["kind"]} for e in events]
