@@ -94,6 +94,7 @@ from analysis.frames import (
     GTP,
     TP,
     busy_windows,
+    endpoints,
     explode_partitions,
     islands,
     member_col,
@@ -174,6 +175,18 @@ ANOMALY_SCHEMA: Final = StructType(
 )
 
 BUCKET: Final = 4096  # offsets per bucket in the duplicate range join
+
+
+def _offset_buckets(start: str, end: str) -> Column:
+    """Each :data:`BUCKET` of offsets the range ``[start, end)`` reaches, one row each."""
+    return F.explode(
+        F.sequence(
+            F.floor(F.col(start) / BUCKET).cast("long"),
+            F.floor((F.col(end) - 1) / BUCKET).cast("long"),
+        )
+    )
+
+
 TIME_BUCKETS: Final = 1024
 """Time buckets of a protocol's run in the commit check's range join (at least 1 ms each)."""
 
@@ -346,29 +359,13 @@ def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> Data
         .groupBy(*TP, "_p", "_run")
         .agg(F.min("os").alias("os"), F.max("oe").alias("oe"))
     )
-    # Both ends of a run from one pass over it (a union of two selects would run
-    # the window over the batches twice).
-    one = F.lit(1).cast("long")
     zero = F.lit(0).cast("long")
-    sign = F.when(F.col("_end"), -one).otherwise(one)
-    pts = (
-        runs.select(
-            *TP,
-            "_p",
-            F.explode(
-                F.array(
-                    F.struct(F.col("os").alias("pos"), F.lit(False).alias("_end")),
-                    F.struct(F.col("oe").alias("pos"), F.lit(True).alias("_end")),
-                )
-            ).alias("_pt"),
-        )
-        .select(*TP, "_p", "_pt.pos", "_pt._end")
-        .select(
-            *TP,
-            "pos",
-            F.when(F.col("_p"), sign).otherwise(zero).alias("prod"),
-            F.when(F.col("_p"), zero).otherwise(sign).alias("proc"),
-        )
+    d = F.col("d").cast("long")
+    pts = endpoints(runs, [*TP, "_p"], "os", "oe", "pos").select(
+        *TP,
+        "pos",
+        F.when(F.col("_p"), d).otherwise(zero).alias("prod"),
+        F.when(F.col("_p"), zero).otherwise(d).alias("proc"),
     )
     twice = F.col("proc") >= 2
     # A few rows per partition, read twice below: computed once.
@@ -381,28 +378,10 @@ def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> Data
     bb = (
         b.where(F.col("oe") > F.col("os"))
         .select(*TP, "os", "oe")
-        .withColumn(
-            "bucket",
-            F.explode(
-                F.sequence(
-                    F.floor(F.col("os") / BUCKET).cast("long"),
-                    F.floor((F.col("oe") - 1) / BUCKET).cast("long"),
-                )
-            ),
-        )
+        .withColumn("bucket", _offset_buckets("os", "oe"))
     )
     cuts = (
-        dup.select(
-            *TP,
-            "s",
-            "e",
-            F.explode(
-                F.sequence(
-                    F.floor(F.col("s") / BUCKET).cast("long"),
-                    F.floor((F.col("e") - 1) / BUCKET).cast("long"),
-                )
-            ).alias("bucket"),
-        )
+        dup.select(*TP, "s", "e", _offset_buckets("s", "e").alias("bucket"))
         .join(bb, [*TP, "bucket"])
         .where((F.col("os") < F.col("e")) & (F.col("s") < F.col("oe")))
         .select(*TP, "s", "e", F.explode(F.array("os", "oe")).alias("c"))
@@ -527,15 +506,7 @@ def check_duplicates(
     b = batches if batches is not None else processed_batches(events)
     if "bid" not in b.columns:
         b = b.withColumn("bid", F.monotonically_increasing_id())
-    bb = b.withColumn(
-        "bucket",
-        F.explode(
-            F.sequence(
-                F.floor(F.col("os") / BUCKET).cast("long"),
-                F.floor((F.col("oe") - 1) / BUCKET).cast("long"),
-            )
-        ),
-    ).where(F.col("oe") > F.col("os"))
+    bb = b.withColumn("bucket", _offset_buckets("os", "oe")).where(F.col("oe") > F.col("os"))
     cover = segs.join(bb, [*TP, "bucket"]).where(
         (F.col("os") <= F.col("s")) & (F.col("e") <= F.col("oe"))
     )
@@ -662,6 +633,10 @@ def check_commit_by_non_owner(
             F.greatest((F.col("t_last") - F.col("t_first")) / TIME_BUCKETS, F.lit(1.0)).alias("_w"),
         )
     )
+
+    def bucket(t: Column) -> Column:  # after the join with ``width``
+        return F.floor(t / F.coalesce(F.col("_w"), F.lit(1.0)))
+
     commits = commits_stored(events)
     if lifetimes is not None:
         commits = (
@@ -672,7 +647,7 @@ def check_commit_by_non_owner(
     commits = (
         commits.withColumn("cid", F.monotonically_increasing_id())
         .join(width, "protocol", "left")
-        .withColumn("_b", F.floor(F.col("t") / F.coalesce(F.col("_w"), F.lit(1.0))))
+        .withColumn("_b", bucket(F.col("t")))
         .drop("_w")
     )
     # An interval with no end holds no commit (``t <= _e`` is never true): its start's bucket.
@@ -681,14 +656,10 @@ def check_commit_by_non_owner(
             *GTP, F.col("member").alias("_m"), F.col("s").alias("_s"), F.col("e").alias("_e")
         )
         .join(width, "protocol", "left")
-        .withColumn("_w", F.coalesce(F.col("_w"), F.lit(1.0)))
         .withColumn(
             "_b",
             F.explode(
-                F.sequence(
-                    F.floor(F.col("_s") / F.col("_w")),
-                    F.floor(F.coalesce(F.col("_e"), F.col("_s")) / F.col("_w")),
-                )
+                F.sequence(bucket(F.col("_s")), bucket(F.coalesce(F.col("_e"), F.col("_s"))))
             ),
         )
         .drop("_w")

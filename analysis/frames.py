@@ -102,14 +102,7 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
         F.lit(False),
     ) | F.coalesce(F.lead("s").over(ahead) < F.col("e"), F.lit(False))
     iv = iv.withColumn("_over", over).where(F.col("_over")).drop("_over")
-    # Both ends from one pass (a union of two selects would run the window twice).
-    ends = F.array(
-        F.struct(F.col("s").alias("t"), F.lit(1).alias("d")),
-        F.struct(F.col("e").alias("t"), F.lit(-1).alias("d")),
-    )
-    pts = iv.select(*keys, "who", F.explode(ends).alias("_pt")).select(
-        *keys, "who", "_pt.t", "_pt.d"
-    )
+    pts = endpoints(iv, [*keys, "who"], "s", "e", "t")
     g = pts.groupBy(*keys, "who", "t", "d").agg(F.count(F.lit(1)).alias("n"))
     w_who = (
         Window.partitionBy(*keys, "who")
@@ -160,6 +153,20 @@ def sweep_coverage(points: DataFrame, keys: list[str], cols: list[str]) -> DataF
     return out.where(F.col("e").isNotNull())
 
 
+def endpoints(df: DataFrame, keep: list[str], start: str, end: str, at: str) -> DataFrame:
+    """``keep + [at, d]``: each row's ``start`` with ``d = 1`` and its ``end`` with
+    ``d = -1``, the points a sweep sums.
+
+    Both from one pass over ``df`` (a union of two selects would compute ``df``,
+    a window over millions of rows, twice).
+    """
+    ends = F.array(
+        F.struct(F.col(start).alias(at), F.lit(1).alias("d")),
+        F.struct(F.col(end).alias(at), F.lit(-1).alias("d")),
+    )
+    return df.select(*keep, F.explode(ends).alias("_pt")).select(*keep, f"_pt.{at}", "_pt.d")
+
+
 def merge_equal(seg: DataFrame, keys: list[str], cols: list[str], apart: Column) -> DataFrame:
     """Merge contiguous segments ``keys + [s, e] + cols`` whose ``cols`` are equal.
 
@@ -170,7 +177,7 @@ def merge_equal(seg: DataFrame, keys: list[str], cols: list[str], apart: Column)
     becomes one segment per partition instead of one per batch.
     """
     w = Window.partitionBy(*keys).orderBy("s")
-    new = F.lag("e").over(w).isNull() | (F.lag("e").over(w) != F.col("s")) | apart
+    new = F.coalesce(F.lag("e").over(w) != F.col("s"), F.lit(True)) | apart
     for c in cols:
         new = new | (F.lag(c).over(w) != F.col(c))
     grp = F.sum(new.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))

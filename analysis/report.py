@@ -324,6 +324,11 @@ NARROW_MARK: Final = 1 / 2000
 the time axis (under half a pixel of the report's figure) are drawn filled, not hatched."""
 
 
+def _box(t0: float, t1: float, y: float, half: float) -> list[tuple[float, float]]:
+    """The corners of a bar from ``t0`` to ``t1`` on row ``y`` (``half`` its half height)."""
+    return [(t0, y - half), (t0, y + half), (t1, y + half), (t1, y - half)]
+
+
 def plot_ownership(
     own: pd.DataFrame,
     faults: pd.DataFrame,
@@ -389,9 +394,7 @@ def plot_ownership(
                 continue
             t0 = float(start) / 1000.0
             t1 = t0 + max((float(stop) if pd.notna(stop) else end_ms) / 1000.0 - t0, 0.01)
-            bars.setdefault(str(member), []).append(
-                [(t0, y - 0.4), (t0, y + 0.4), (t1, y + 0.4), (t1, y - 0.4)]
-            )
+            bars.setdefault(str(member), []).append(_box(t0, t1, y, 0.4))
         for member, rects in bars.items():
             ax.add_collection(
                 PolyCollection(rects, facecolors=colors.get(member, "#1f77b4"), linewidths=0),
@@ -425,7 +428,7 @@ def plot_ownership(
                 width = max(float(stop) / 1000.0 - t0, 0.02)
                 if width < narrow_s:
                     t1 = t0 + width
-                    thin.append([(t0, y - 0.45), (t0, y + 0.45), (t1, y + 0.45), (t1, y - 0.45)])
+                    thin.append(_box(t0, t1, y, 0.45))
                 else:
                     marked.setdefault(y, []).append((t0, width))
             linewidth = 1.2 if color == DOUBLE_COLOR else 0.6
