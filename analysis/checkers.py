@@ -79,6 +79,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -100,6 +101,7 @@ from analysis.frames import (
     member_col,
     merge_equal,
     protocol_groups,
+    protocol_summary,
     run_bounds,
     sweep_coverage,
     union_frames,
@@ -325,6 +327,23 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
     return same.unionByName(order)
 
 
+def _offset_runs(ranges: DataFrame, produced: bool) -> DataFrame:
+    """``TP + [_p, os, oe]``: ``ranges`` (``TP + [os, oe]``) joined into runs of
+    back-to-back ranges, by offset (empty ranges left out); ``_p`` is ``produced``."""
+    w = Window.partitionBy(*TP).orderBy("os", "oe")
+    new_run = F.coalesce(F.lag("oe").over(w) != F.col("os"), F.lit(True)).cast("long")
+    return (
+        ranges.where(F.col("oe") > F.col("os"))
+        .withColumn("_new", new_run)
+        .withColumn(
+            "_run", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        )
+        .groupBy(*TP, "_run")
+        .agg(F.min("os").alias("os"), F.max("oe").alias("oe"))
+        .select(*TP, F.lit(produced).alias("_p"), "os", "oe")
+    )
+
+
 def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> DataFrame:
     """``TP + [s, e, prod, proc]``: how often each offset segment was produced and processed.
 
@@ -338,27 +357,16 @@ def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> Data
     cover every offset as often as the batches do, so sweeping their ends
     gives the same counts as sweeping every batch's, from a few rows per
     partition instead of two per event. ``batches``: :func:`processed_batches`
-    (the cuts' batches; read from ``events`` when not given).
+    (the processed runs and the cuts are read from them; from ``events`` when
+    not given).
     """
-    r = events.where(
-        F.col("kind").isin(K.PRODUCED.value, K.PROCESSED.value)
-        & (F.col("offset_end") > F.col("offset_start"))
-    ).select(
-        *TP,
-        (F.col("kind") == K.PRODUCED.value).alias("_p"),
-        F.col("offset_start").alias("os"),
-        F.col("offset_end").alias("oe"),
+    b = batches if batches is not None else processed_batches(events)
+    produced = events.where(F.col("kind") == K.PRODUCED.value).select(
+        *TP, F.col("offset_start").alias("os"), F.col("offset_end").alias("oe")
     )
-    w = Window.partitionBy(*TP, "_p").orderBy("os", "oe")
-    new_run = F.coalesce(F.lag("oe").over(w) != F.col("os"), F.lit(True)).cast("long")
-    runs = (
-        r.withColumn("_new", new_run)
-        .withColumn(
-            "_run", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        )
-        .groupBy(*TP, "_p", "_run")
-        .agg(F.min("os").alias("os"), F.max("oe").alias("oe"))
-    )
+    # Each kind's runs apart: the processed batches' own partitioning by ``TP``
+    # (SharedFrames.batches) then serves their window without a shuffle.
+    runs = _offset_runs(produced, True).unionByName(_offset_runs(b.select(*TP, "os", "oe"), False))
     zero = F.lit(0).cast("long")
     d = F.col("d").cast("long")
     pts = endpoints(runs, [*TP, "_p"], "os", "oe", "pos").select(
@@ -374,7 +382,6 @@ def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> Data
     ).localCheckpoint()
     # Cut what was processed twice or more at the processed batches' boundaries inside it.
     dup = cov.where(twice)
-    b = batches if batches is not None else processed_batches(events)
     bb = (
         b.where(F.col("oe") > F.col("os"))
         .select(*TP, "os", "oe")
@@ -995,6 +1002,11 @@ class SharedFrames:
     * the data-plane frames (``batches``: processed batches; ``coverage``: offset
       segments) scale with the events and stay distributed, hash-partitioned by
       ``(protocol, topic, partition)`` (``spark.sql.shuffle.partitions`` partitions).
+      A checkpoint forgets that partitioning (Spark plans its rows as
+      ``UnknownPartitioning``), so every checker on them would shuffle their
+      millions of rows again. With ``persist=True`` they are cached instead,
+      which keeps it; the owner then calls :meth:`release` when done (the
+      cache is not freed by the JVM's garbage collection, as checkpoints are).
 
     One partition for the control plane is the scaling assumption: those frames
     grow with partitions x rebalances (tens of thousands of rows for a
@@ -1004,8 +1016,10 @@ class SharedFrames:
     round trip) were what cost the time, not the data.
     """
 
-    def __init__(self, events: DataFrame) -> None:
+    def __init__(self, events: DataFrame, *, persist: bool = False) -> None:
         self.raw_events = events
+        self.persist = persist
+        self._persisted: list[DataFrame] = []
         self._keyed: DataFrame | None = None
         self._incarnations: Incarnations | None = None
         self._cache: dict[str, DataFrame] = {}
@@ -1045,20 +1059,34 @@ class SharedFrames:
             try:
                 built = build()
                 if by is None:
-                    built = built.coalesce(1)
+                    # An adaptive plan's checkpoint forgets its partitioning: say it again
+                    # (a no-op coalesce of one partition, no shuffle).
+                    df = built.coalesce(1).localCheckpoint().coalesce(1)
                 else:
                     n = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
                     built = built.repartition(n, *by)
-                df = built.localCheckpoint()
-                if by is None:
-                    # An adaptive plan's checkpoint forgets its partitioning: say it again
-                    # (a no-op coalesce of one partition, no shuffle).
-                    df = df.coalesce(1)
+                    if self.persist:
+                        # A cached table keeps its hash partitioning (a checkpoint
+                        # forgets it), so the windows, aggregations and joins on
+                        # ``by`` read it without shuffling it again.
+                        df = built.persist(StorageLevel.MEMORY_AND_DISK)
+                        self._persisted.append(df)
+                        df.count()
+                    else:
+                        df = built.localCheckpoint()
             finally:
                 # pyspark types the value as str, but None is what clears it.
                 sc.setJobDescription(None)  # type: ignore[arg-type]
             self._cache[name] = df
         return df
+
+    def release(self) -> None:
+        """Unpersist the frames cached with ``persist`` (the others are the
+        JVM's to free); the frames read after this are computed again."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+        self._cache.clear()
 
     @property
     def delivery_modes(self) -> dict[str, tuple[str, bool, str]]:
@@ -1085,9 +1113,14 @@ class SharedFrames:
         )
 
     @property
+    def summary(self) -> DataFrame:
+        """:func:`analysis.frames.protocol_summary` (one row per protocol)."""
+        return self._get("summary", lambda: protocol_summary(self.events))
+
+    @property
     def bounds(self) -> DataFrame:
-        """:func:`run_bounds`."""
-        return self._get("bounds", lambda: run_bounds(self.events))
+        """:func:`run_bounds`, from :attr:`summary`."""
+        return self.summary.select("protocol", "t_first", "t_last")
 
     @property
     def groups(self) -> DataFrame:

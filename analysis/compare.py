@@ -255,8 +255,9 @@ def analyze_run(
                 # (bench_analysis: 39.3 s against 38.3 s)
                 events = loaded.events
             else:
+                # read here, where a damaged record is reported as such
                 events = loaded.events.coalesce(parts).persist(level)
-            n_events = events.count()
+                events.count()
             # The checkers' shuffles (sweeps over the processed batches, offset
             # segments) must not put millions of rows in one task: a hash
             # aggregate feeding a window's sort then runs out of execution
@@ -267,10 +268,12 @@ def analyze_run(
         if err is None:
             raise
         raise CompareError(str(err).splitlines()[0]) from None
-    # The frames the checkers, metrics and plots share, built once; their run
-    # bounds (one row per protocol) name the protocols without a scan of their own.
-    shared = SharedFrames(events)
-    protocols = sorted(r[0] for r in shared.bounds.select("protocol").collect() if r[0] is not None)
+    # The frames the checkers, metrics and plots share, built once; their
+    # per-protocol summary names the protocols and counts the events.
+    shared = SharedFrames(events, persist=True)
+    summary = shared.summary.select("protocol", "events").collect()
+    protocols = sorted(r[0] for r in summary if r[0] is not None)
+    n_events = sum(int(r[1]) for r in summary)
     evidence = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
     evidence = {p: e for p, e in evidence.items() if p in protocols or not e.complete}
     for e in evidence.values():
@@ -331,6 +334,7 @@ def analyze_run(
                     sum(metrics[proto]["anomalies"].values()) if not e.complete else 0
                 )
     finally:
+        shared.release()
         events.unpersist()
         if shuffle_before is not None:  # always: the setting has a default
             spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)

@@ -163,13 +163,14 @@ def analyze_trials(
         n = sum(item[2].records for item in batch)
         parts = max(spark.sparkContext.defaultParallelism, math.ceil(n / 500_000))
         events = events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)
+        shared = SharedFrames(events, persist=True)
         try:
             events.count()
-            shared = SharedFrames(events)
             anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
             metrics = compute_metrics(events, anomalies, shared=shared, requests=requests)
             anomalies.unpersist()
         finally:
+            shared.release()
             events.unpersist()
             # The checkpointed frames of this batch are freed only when the JVM
             # collects them: without this, batch after batch filled the driver's heap

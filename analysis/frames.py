@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from emulator.anomalies import SERIES_SEP
+from emulator.events import EventKind as K
 
 TP: Final = ["protocol", "topic", "partition"]
 """The keys of one partition's offsets (the data plane)."""
@@ -204,6 +205,69 @@ def islands(seg: DataFrame, keys: list[str], flag: Column) -> DataFrame:
         .groupBy(*keys, "_grp")
         .agg(F.min("s").alias("s"), F.max("e").alias("e"))
         .drop("_grp")
+    )
+
+
+#: The coordinator's membership and assignment events (the metrics' ``coordinator_requests``).
+COORDINATOR_KINDS: Final = (
+    K.MEMBER_JOINED.value,
+    K.MEMBER_REMOVED.value,
+    K.GROUP_STATE_CHANGED.value,
+    K.TARGET_ASSIGNMENT.value,
+)
+#: The kinds :func:`protocol_summary` counts, each in a column named by its kind.
+SUMMARY_COUNTED: Final = (
+    K.REBALANCE_STARTED,
+    K.ATTEMPT_STARTED,
+    K.CLAIM_CONFLICT,
+    K.REBALANCE_BACKOFF,
+    K.REBALANCE_FAILED,
+    K.REQUEST_ERROR,
+    K.COMMIT_FAILED,
+)
+
+
+def protocol_summary(events: DataFrame) -> DataFrame:
+    """One row per protocol, from one pass over the events.
+
+    Columns: ``t_first``, ``t_last`` (:func:`run_bounds`); ``t_start`` (the
+    first ``consumer_started``) and ``t_finished`` (the last ``run_finished``),
+    the episodes' bounds; and the metrics' totals:
+    ``events``, the ``produced`` and ``processed`` messages (offset ranges
+    summed), a count per kind of :data:`SUMMARY_COUNTED`,
+    ``coordinator_requests`` (:data:`COORDINATOR_KINDS`),
+    ``membership_changes`` (consumers started, stopped, crashed) and the
+    ZooKeeper operations ``zk_reads``, ``zk_writes``, ``zk_watches``.
+
+    The run bounds, the metrics and the episodes each read these from a scan
+    of every event; one aggregation gives them all. Every aggregate here has a
+    fixed-width buffer, so Spark aggregates in a hash map: one string ``min``
+    (the group) would turn it into a sort of every event (11 s instead of
+    1 s at 10 M events), so :func:`protocol_groups` stays a pass of its own.
+    """
+    kind = F.col("kind")
+    t = F.col("t_emu_ms")
+    size = F.col("offset_end") - F.col("offset_start")
+
+    def total(flag: Column, value: Column | int = 1) -> Column:
+        return F.sum(F.when(flag, value).otherwise(0)).cast("long")
+
+    changes = (K.CONSUMER_STARTED.value, K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value)
+    return events.groupBy("protocol").agg(
+        F.min(t).alias("t_first"),
+        F.max(t).alias("t_last"),
+        F.min(F.when(kind == K.CONSUMER_STARTED.value, t)).alias("t_start"),
+        F.max(F.when(kind == K.RUN_FINISHED.value, t)).alias("t_finished"),
+        F.count(F.lit(1)).alias("events"),
+        total(kind == K.PRODUCED.value, size).alias("produced"),
+        total(kind == K.PROCESSED.value, size).alias("processed"),
+        *[total(kind == k.value).alias(k.value) for k in SUMMARY_COUNTED],
+        total(kind.isin(*COORDINATOR_KINDS)).alias("coordinator_requests"),
+        total(kind.isin(*changes)).alias("membership_changes"),
+        *[
+            F.coalesce(F.sum(c), F.lit(0)).cast("long").alias(c)
+            for c in ("zk_reads", "zk_writes", "zk_watches")
+        ],
     )
 
 

@@ -63,7 +63,7 @@ from pyspark.sql import functions as F
 from analysis import episodes as epi
 from analysis import kafka_metrics as km
 from analysis.checkers import SharedFrames, run_checkers, topic_observations
-from analysis.frames import islands, spread, spread_aggs
+from analysis.frames import islands, protocol_summary, spread, spread_aggs
 from analysis.migration import migration_metrics, migration_series
 from analysis.ownership import (
     HOLD_CARRIED_OVER,
@@ -89,14 +89,6 @@ from emulator.anomalies import (
     base_protocol,
 )
 from emulator.events import EventKind as K
-
-_COORDINATOR_KINDS = (
-    K.MEMBER_JOINED.value,
-    K.MEMBER_REMOVED.value,
-    K.GROUP_STATE_CHANGED.value,
-    K.TARGET_ASSIGNMENT.value,
-)
-
 
 # ------------------------------------------------------------- plot frames
 
@@ -250,42 +242,9 @@ def compute_metrics(
     an = anomalies if anomalies is not None else run_checkers(events, sh)
     iv = sh.intervals
     gt = sh.timeline
-    kind = F.col("kind")
-
-    def n(k: K) -> Column:
-        return F.sum(F.when(kind == k.value, 1).otherwise(0)).cast("long").alias(k.value)
-
-    size = F.col("offset_end") - F.col("offset_start")
-    base = events.groupBy("protocol").agg(
-        F.count(F.lit(1)).alias("events"),
-        F.sum(F.when(kind == K.PRODUCED.value, size).otherwise(0)).cast("long").alias("produced"),
-        F.sum(F.when(kind == K.PROCESSED.value, size).otherwise(0)).cast("long").alias("processed"),
-        n(K.REBALANCE_STARTED),
-        n(K.ATTEMPT_STARTED),
-        n(K.CLAIM_CONFLICT),
-        n(K.REBALANCE_BACKOFF),
-        n(K.REBALANCE_FAILED),
-        n(K.REQUEST_ERROR),
-        n(K.COMMIT_FAILED),
-        F.sum(F.when(kind.isin(*_COORDINATOR_KINDS), 1).otherwise(0))
-        .cast("long")
-        .alias("coordinator_requests"),
-        F.sum(
-            F.when(
-                kind.isin(
-                    K.CONSUMER_STARTED.value, K.CONSUMER_STOPPED.value, K.CONSUMER_CRASHED.value
-                ),
-                1,
-            ).otherwise(0)
-        )
-        .cast("long")
-        .alias("membership_changes"),
-        F.coalesce(F.sum("zk_reads"), F.lit(0)).cast("long").alias("zk_reads"),
-        F.coalesce(F.sum("zk_writes"), F.lit(0)).cast("long").alias("zk_writes"),
-        F.coalesce(F.sum("zk_watches"), F.lit(0)).cast("long").alias("zk_watches"),
-        F.min("t_emu_ms").alias("t_first"),
-        F.max("t_emu_ms").alias("t_last"),
-    )
+    # One aggregation gives the run bounds, the groups and these totals.
+    ours = events is sh.raw_events or events is sh.events
+    base = sh.summary if ours else protocol_summary(events)
     out: dict[str, dict[str, Any]] = {}
     for r in base.collect():
         d = r.asDict()
@@ -727,19 +686,8 @@ def episode_histories(
     sh = shared
     groups = {str(r["protocol"]): r["group"] for r in sh.groups.collect()}
     hist: dict[str, epi.History] = {}
-    bounds = (
-        events.groupBy("protocol")
-        .agg(
-            F.min(F.when(F.col("kind") == K.CONSUMER_STARTED.value, F.col("t_emu_ms"))).alias(
-                "t_start"
-            ),
-            F.max(F.when(F.col("kind") == K.RUN_FINISHED.value, F.col("t_emu_ms"))).alias(
-                "t_finished"
-            ),
-            F.max("t_emu_ms").alias("t_last"),
-        )
-        .collect()
-    )
+    ours = events is sh.raw_events or events is sh.events
+    bounds = (sh.summary if ours else protocol_summary(events)).collect()
     for r in bounds:
         p = str(r["protocol"])
         if p not in groups or r["t_start"] is None:

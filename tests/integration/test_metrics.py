@@ -307,3 +307,36 @@ def test_only_share_series_are_share_groups(frames: dict[str, Any]) -> None:
     metrics compute nothing of it: both go by :func:`share_series`)."""
     assert share_series(["consumer", "share@t1", "zookeeper", "share"]) == ["share", "share@t1"]
     assert work_queue_table({CONSUMER: frames["metrics"][CONSUMER]}, [CONSUMER]).empty
+
+
+def _window_plan_over_batches(sh: SharedFrames) -> str:
+    """The physical plan of a window over ``sh.batches`` by partition, above its table."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from analysis.frames import TP
+
+    w = Window.partitionBy(*TP).orderBy("t0")
+    df = sh.batches.withColumn("_prev", F.lag("t1").over(w))
+    plan: str = df._jdf.queryExecution().executedPlan().toString()
+    return plan.split("InMemoryRelation")[0].split("Scan ExistingRDD")[0]
+
+
+def test_persisted_shared_frames_keep_their_partitioning_and_give_the_same_metrics(
+    frames: dict[str, Any],
+) -> None:
+    """``SharedFrames(persist=True)`` (what compare and experiments use): the same
+    metrics as the checkpointed frames; a window by partition over the processed
+    batches reads them without a shuffle (a checkpoint needs one); ``release``
+    frees them."""
+    df = frames["df"]
+    assert "Exchange" in _window_plan_over_batches(SharedFrames(df))
+    sh = SharedFrames(df, persist=True)
+    try:
+        assert compute_metrics(df, shared=sh) == frames["metrics"]
+        batches = sh.batches
+        assert batches.storageLevel.useMemory
+        assert "Exchange" not in _window_plan_over_batches(sh)
+    finally:
+        sh.release()
+    assert not batches.storageLevel.useMemory and not batches.storageLevel.useDisk
