@@ -97,6 +97,7 @@ from analysis.frames import (
     busy_windows,
     endpoints,
     explode_partitions,
+    hashed,
     islands,
     member_col,
     merge_equal,
@@ -106,6 +107,7 @@ from analysis.frames import (
     sweep_coverage,
     union_frames,
     who_col,
+    with_key_hash,
 )
 from analysis.ownership import (
     CLAIM_KINDS,
@@ -330,10 +332,10 @@ def check_double_processing(events: DataFrame, batches: DataFrame | None = None)
 def _offset_runs(ranges: DataFrame, produced: bool) -> DataFrame:
     """``TP + [_p, os, oe]``: ``ranges`` (``TP + [os, oe]``) joined into runs of
     back-to-back ranges, by offset (empty ranges left out); ``_p`` is ``produced``."""
-    w = Window.partitionBy(*TP).orderBy("os", "oe")
+    w = Window.partitionBy(*hashed(TP)).orderBy("os", "oe")
     new_run = F.coalesce(F.lag("oe").over(w) != F.col("os"), F.lit(True)).cast("long")
     return (
-        ranges.where(F.col("oe") > F.col("os"))
+        with_key_hash(ranges.where(F.col("oe") > F.col("os")), TP)
         .withColumn("_new", new_run)
         .withColumn(
             "_run", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
@@ -382,9 +384,13 @@ def offset_coverage(events: DataFrame, batches: DataFrame | None = None) -> Data
     ).localCheckpoint()
     # Cut what was processed twice or more at the processed batches' boundaries inside it.
     dup = cov.where(twice)
+    # Only the partitions with such segments: a semi-join on exactly ``TP`` keeps
+    # the batches where their partitioning put them (the join on the buckets
+    # below would shuffle every batch).
     bb = (
         b.where(F.col("oe") > F.col("os"))
         .select(*TP, "os", "oe")
+        .join(dup.select(*TP).distinct(), TP, "left_semi")
         .withColumn("bucket", _offset_buckets("os", "oe"))
     )
     cuts = (

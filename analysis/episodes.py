@@ -101,6 +101,7 @@ Definitions (times are emulated ms):
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -428,13 +429,45 @@ def disturbed_spans(h: History) -> list[tuple[float, float]]:
     return merge_spans([*busy, *unowned_live, *doubled])
 
 
-def _owner_at(by_partition: dict[str, list[Owned]], partition: str, t: float) -> str | None:
-    """The partition's owner at ``t`` (the latest claim holding it then)."""
-    best: Owned | None = None
-    for o in by_partition.get(partition, ()):
-        if o.s <= t < o.e and (best is None or o.s > best.s):
-            best = o
-    return None if best is None else best.member
+class Owners:
+    """Each partition's owner over time: at ``t``, the latest claim holding it
+    then (``s <= t < e``, the greatest ``s``; of equal ones the first in the
+    history's order), or ``None``.
+
+    Built once per history (a sweep over each partition's claims: its owner is
+    constant between two of their ends), then :meth:`at` is a binary search.
+    An episode asks for every partition's owner before and after it, so a scan
+    of the claims per question made the episodes quadratic in the claims
+    (98,048 questions over 97,920 claims took 4.7 s at 10 M events).
+    """
+
+    def __init__(self, by_partition: dict[str, list[Owned]]) -> None:
+        self._index: dict[str, tuple[list[float], list[str | None]]] = {}
+        for partition, owned in by_partition.items():
+            # a claim with s < e false (NaN included) holds at no t
+            claims = sorted((o.s, i, o) for i, o in enumerate(owned) if o.s < o.e)
+            points = sorted({x for _, _, o in claims for x in (o.s, o.e)})
+            active: list[tuple[float, int, Owned]] = []  # (-s, order, claim): the best on top
+            owners: list[str | None] = []
+            j = 0
+            for at in points:
+                while j < len(claims) and claims[j][0] <= at:
+                    s, i, o = claims[j]
+                    heapq.heappush(active, (-s, i, o))
+                    j += 1
+                while active and active[0][2].e <= at:
+                    heapq.heappop(active)
+                owners.append(active[0][2].member if active else None)
+            self._index[partition] = (points, owners)
+
+    def at(self, partition: str, t: float) -> str | None:
+        """The owner of ``partition`` at ``t``."""
+        entry = self._index.get(partition)
+        if entry is None:
+            return None
+        points, owners = entry
+        i = bisect.bisect_right(points, t) - 1
+        return owners[i] if i >= 0 else None
 
 
 # ----------------------------------------------------------------- episodes
@@ -494,6 +527,7 @@ class _Run:
     disturbed_starts: list[float]
     by_partition: dict[str, list[Owned]]
     unowned_live: list[tuple[float, float]]  # each partition's unowned spans while a member lived
+    owners: Owners
 
     @classmethod
     def of(cls, h: History) -> _Run:
@@ -503,7 +537,9 @@ class _Run:
             by_partition.setdefault(o.partition, []).append(o)
         live = _live_spans(h.segments)
         unowned = [piece for g in h.gaps for piece in intersection([(g.s, g.e)], live)]
-        return cls(disturbed, [s for s, _ in disturbed], by_partition, unowned)
+        return cls(
+            disturbed, [s for s, _ in disturbed], by_partition, unowned, Owners(by_partition)
+        )
 
     def stable_at(self, start: float, end: float, not_before: float) -> float:
         """Where a draft over ``[start, end)`` is stable (may exceed ``end``: still disturbed)."""
@@ -591,14 +627,14 @@ def _measure(h: History, run: _Run, d: _Draft, end: float, stable: float | None)
     after = upto - 1e-6 if stable is None else upto
     moved = 0
     for p in by_part:
-        owner_before, owner_after = _owner_at(by_part, p, before), _owner_at(by_part, p, after)
+        owner_before, owner_after = run.owners.at(p, before), run.owners.at(p, after)
         if owner_before is not None and owner_after is not None and owner_before != owner_after:
             moved += 1
     ep.partitions_moved = moved
     revoked = [o for o in h.owned if o.released and start <= o.e < end]
     ep.partitions_revoked = len(revoked)
     ep.revoked_without_need = sum(
-        1 for o in revoked if _owner_at(by_part, o.partition, after) == o.member
+        1 for o in revoked if run.owners.at(o.partition, after) == o.member
     )
     # Unowned partition-seconds while a member lived; idle member-seconds while disturbed.
     unavailable = sum(overlap_length(s, e, start, end) for s, e in run.unowned_live)

@@ -22,6 +22,27 @@ GTP: Final = ["protocol", "group", "topic", "partition"]
 """The keys of one partition's ownership within a group (the control plane)."""
 
 
+HASH_COL: Final = "_key_hash"
+"""The column :func:`with_key_hash` adds."""
+
+
+def with_key_hash(df: DataFrame, keys: list[str]) -> DataFrame:
+    """``df`` with :data:`HASH_COL`, a 64-bit hash of ``keys``, for :func:`hashed`."""
+    return df.withColumn(HASH_COL, F.xxhash64(*keys))
+
+
+def hashed(keys: list[str]) -> list[str]:
+    """A window's partition keys led by :data:`HASH_COL` (:func:`with_key_hash`).
+
+    The keys still part the rows (a hash collision cannot merge two), and the
+    sort's prefix, its first key, then tells most rows apart by a long instead
+    of by comparing strings (the protocol names share their first 8 bytes).
+    Still clustered by ``keys``: a frame hash-partitioned by them is not
+    shuffled again.
+    """
+    return [HASH_COL, *keys]
+
+
 def base_protocol_col() -> Column:
     """The run protocol of the ``protocol`` column (:func:`emulator.anomalies.base_protocol`)."""
     return F.substring_index(F.col("protocol"), SERIES_SEP, 1)
@@ -97,12 +118,17 @@ def busy_windows(iv: DataFrame, keys: list[str]) -> DataFrame:
     # has ended, or the next one starts before it ends. The rest (all of them,
     # in a run without anomalies) are dropped here; the windows stay the same,
     # as nothing else is held where a dropped interval is.
-    ahead = Window.partitionBy(*keys).orderBy("s", "e")
+    ahead = Window.partitionBy(*hashed(keys)).orderBy("s", "e")
     over = F.coalesce(
         F.col("s") < F.max("e").over(ahead.rowsBetween(Window.unboundedPreceding, -1)),
         F.lit(False),
     ) | F.coalesce(F.lead("s").over(ahead) < F.col("e"), F.lit(False))
-    iv = iv.withColumn("_over", over).where(F.col("_over")).drop("_over")
+    iv = (
+        with_key_hash(iv, keys)
+        .withColumn("_over", over)
+        .where(F.col("_over"))
+        .drop("_over", HASH_COL)
+    )
     pts = endpoints(iv, [*keys, "who"], "s", "e", "t")
     g = pts.groupBy(*keys, "who", "t", "d").agg(F.count(F.lit(1)).alias("n"))
     w_who = (

@@ -371,3 +371,38 @@ def test_a_re_created_topic_s_discovery_counts_from_its_own_creation() -> None:
     h.owned = [Owned("t:0", "c-0", 1000, 10_030), Owned("t#2:0", "c-1", 21_000, 60_000)]
     _, _, created = episodes(h)
     assert created.topic == "t" and created.topic_discovery_ms == pytest.approx(960.0)
+
+
+def _owner_by_scan(owned: list[Owned], t: float) -> str | None:
+    """The definition: the latest claim holding ``t``; of equal starts, the first listed."""
+    best: Owned | None = None
+    for o in owned:
+        if o.s <= t < o.e and (best is None or o.s > best.s):
+            best = o
+    return None if best is None else best.member
+
+
+def test_owners_answer_as_a_scan_of_the_claims_does() -> None:
+    """``Owners.at`` (a sweep, then binary searches) against the scan it replaced, on
+    random claims with shared starts and ends, empty and reversed ones, open ends,
+    asked at every boundary, just around it and between."""
+    import random
+
+    from analysis.episodes import Owners
+
+    rng = random.Random(11)
+    for _ in range(300):
+        by_partition: dict[str, list[Owned]] = {}
+        for p in ("t:0", "t:1", "t:2"):
+            claims = []
+            for _ in range(rng.randint(0, 12)):
+                s = float(rng.randint(0, 20))
+                e = rng.choice([s + rng.randint(0, 8), s - 1, float("inf")])
+                claims.append(Owned(p, f"c-{rng.randint(0, 4)}", s, e))
+            by_partition[p] = claims
+        owners = Owners(by_partition)
+        times = [x / 2 for x in range(-2, 60)] + [1e9, float("inf")]
+        for p, claims in by_partition.items():
+            for t in times:
+                assert owners.at(p, t) == _owner_by_scan(claims, t), (p, t, claims)
+        assert owners.at("t:9", 1.0) is None
