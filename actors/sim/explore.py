@@ -592,6 +592,9 @@ class _RayBatches:
         pass  # Ray stays up for the process (the next protocol's batches)
 
 
+_CLOSE_S = 5.0  # per wait when the fork workers are stopped
+
+
 class _ForkBatches:
     """:class:`BatchRunner` on this machine: ``parallel`` workers forked from this process.
 
@@ -631,20 +634,34 @@ class _ForkBatches:
         handle.cancel()
 
     def close(self) -> None:
+        """Stop the workers and reap them, within bounds.
+
+        The pool's manager thread joins the workers too; two threads waiting
+        on one child race (the loser sees no child and leaves it unreaped for
+        a moment), so the manager is waited for first and this thread only
+        reaps what it left. A worker deaf to SIGTERM is killed.
+        """
         pool = self._pool
         processes = list(getattr(pool, "_processes", {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:  # a started batch runs on otherwise: stop it
             with contextlib.suppress(Exception):
                 proc.terminate()
+        if manager is not None:
+            manager.join(_CLOSE_S)
         for proc in processes:
             with contextlib.suppress(Exception):
-                proc.join(5.0)
+                proc.join(_CLOSE_S)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(_CLOSE_S)
 
 
 def _worker_init(parent: int) -> None:
     """A forked explore worker: dies with the parent, leaves Ctrl-C to it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler the parent had: close() ends it
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
