@@ -120,6 +120,24 @@ COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_A
 RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
 
 
+def retry_backoff_ms(initial_ms: float, max_ms: float, attempts: int, u: float) -> float:
+    """``ExponentialBackoff(initial_ms, 2, max_ms, RETRY_BACKOFF_JITTER).backoff(attempts)``.
+
+    As ``org.apache.kafka.common.utils.ExponentialBackoff``: the exponent stops
+    where ``initial x 2^exp`` reaches ``max_ms``; the jitter factor is drawn
+    from ``[1 - jitter, 1 + jitter)`` (``u``, uniform in ``[0, 1)``, is the
+    draw); the product is truncated to whole milliseconds and capped at
+    ``max_ms`` (the jitter never takes it above); a ``max_ms`` at or below
+    ``initial_ms`` gives a constant ``max_ms``.
+    """
+    initial = min(max_ms, initial_ms)
+    if max_ms <= initial:
+        return float(initial)
+    exp = min(float(max(attempts, 0)), math.log(max_ms / max(initial, 1.0), 2))
+    factor = (1.0 - RETRY_BACKOFF_JITTER) + 2.0 * RETRY_BACKOFF_JITTER * u
+    return float(min(math.floor(factor * initial * 2.0**exp), max_ms))
+
+
 class MemberState(enum.StrEnum):
     """The client's ``MemberState`` (C5 client side)."""
 
@@ -1421,12 +1439,12 @@ class ConsumerMember:
 
     def _backoff(self, attempts: int) -> float:
         """``ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms, 0.2)``."""
-        base = min(
-            float(self.config.retry_backoff_max_ms),
-            self.config.retry_backoff_ms * 2.0 ** max(attempts, 0),
+        return retry_backoff_ms(
+            self.config.retry_backoff_ms,
+            self.config.retry_backoff_max_ms,
+            attempts,
+            self._rng.random(),
         )
-        jitter = self._rng.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
-        return base * jitter
 
     def _next_corr(self) -> int:
         self._corr += 1

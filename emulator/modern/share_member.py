@@ -66,8 +66,8 @@ from dataclasses import dataclass
 from emulator.events import EventKind, format_partitions
 from emulator.modern.consumer_member import (
     COORDINATOR_ERRORS,
-    RETRY_BACKOFF_JITTER,
     MemberState,
+    retry_backoff_ms,
 )
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -625,13 +625,12 @@ class ShareMember:
 
     def _backoff(self, attempts: int) -> float:
         """``ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms, 0.2)``."""
-        base = self.config.retry_backoff_ms
-        cap = self.config.retry_backoff_max_ms
-        if cap <= base:
-            return float(cap)
-        exp = min(float(cap), base * (2.0 ** max(0, attempts)))
-        jitter = 1.0 + RETRY_BACKOFF_JITTER * (2.0 * self._rng.random() - 1.0)
-        return min(float(cap), exp * jitter)
+        return retry_backoff_ms(
+            self.config.retry_backoff_ms,
+            self.config.retry_backoff_max_ms,
+            attempts,
+            self._rng.random(),
+        )
 
     def _emit(self, kind: EventKind, **fields: object) -> Emit:
         base: dict[str, object] = {

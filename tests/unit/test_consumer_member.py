@@ -22,6 +22,7 @@ from emulator.modern.consumer_member import (
     LocalAssignment,
     MemberState,
     make_consumer_member,
+    retry_backoff_ms,
 )
 from emulator.modern.errors import Errors
 from emulator.modern.messages import (
@@ -730,3 +731,26 @@ def test_app_processing_only_restarts_the_poll_timer() -> None:
     d.hb_response(hb, epoch=2)
     out = d.advance(5_000)  # 15000: the poll timer expires
     assert only(out, ConsumerGroupHeartbeatRequest).member_epoch == -1
+
+
+@pytest.mark.parametrize(
+    ("initial", "cap", "attempts", "u", "expected"),
+    [
+        (100, 1000, 0, 0.5, 100.0),  # factor 1.0: the initial interval
+        (100, 1000, 0, 0.0, 80.0),  # factor 0.8
+        (100, 1000, 2, 0.25, 360.0),  # 400 x 0.9
+        (100, 1000, 3, 0.999, 959.0),  # 800 x 1.1996 = 959.68, truncated
+        (100, 1000, 4, 0.999, 1000.0),  # 1,199.6 capped after the jitter (Kafka's Math.min)
+        (100, 1000, 4, 0.0, 800.0),  # the exponent stops at log2(10): 1000 x 0.8
+        (100, 1000, 40, 0.5, 1000.0),
+        (100, 1000, -1, 0.5, 100.0),
+        (500, 200, 3, 0.9, 200.0),  # a max below the initial: constant max, no jitter
+        (100, 100, 3, 0.9, 100.0),
+    ],
+)
+def test_retry_backoff_is_kafka_s_exponential_backoff(
+    initial: int, cap: int, attempts: int, u: float, expected: float
+) -> None:
+    """``ExponentialBackoff.backoff``: exponent capped at log2(max/initial), jitter,
+    truncation to whole ms, then the cap (the jitter never exceeds ``max``)."""
+    assert retry_backoff_ms(initial, cap, attempts, u) == expected
