@@ -130,12 +130,11 @@ def retry_backoff_ms(initial_ms: float, max_ms: float, attempts: int, u: float) 
     ``max_ms`` (the jitter never takes it above); a ``max_ms`` at or below
     ``initial_ms`` gives a constant ``max_ms``.
     """
-    initial = min(max_ms, initial_ms)
-    if max_ms <= initial:
-        return float(initial)
-    exp = min(float(max(attempts, 0)), math.log(max_ms / max(initial, 1.0), 2))
+    if max_ms <= initial_ms:
+        return float(max_ms)
+    exp = min(float(max(attempts, 0)), math.log(max_ms / max(initial_ms, 1.0), 2))
     factor = (1.0 - RETRY_BACKOFF_JITTER) + 2.0 * RETRY_BACKOFF_JITTER * u
-    return float(min(math.floor(factor * initial * 2.0**exp), max_ms))
+    return float(min(math.floor(factor * initial_ms * 2.0**exp), max_ms))
 
 
 class MemberState(enum.StrEnum):

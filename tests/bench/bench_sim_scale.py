@@ -96,12 +96,12 @@ HEARTBEAT_S = {"classic-eager": 3.0, "classic-cooperative": 3.0, "consumer": 5.0
 
 # The ZooKeeper-mode controller brings a new topic's partitions online one ZooKeeper
 # write after another: about 4 ms of emulated time per partition on the sim's
-# loopback latency (20,000 partitions took ~80 s). The legacy group's start herd
-# only begins to settle once they are all there, so its room grows with them.
+# loopback latency (20,000 partitions took ~80 s); 5 ms leaves a margin. The legacy
+# group's start herd only begins to settle once they are all there.
 ZK_CONTROLLER_S_PER_PARTITION = 0.005
 
 
-def timeline_s(protocol: str, members: int, partitions: int = 0) -> tuple[float, float, float]:
+def timeline_s(protocol: str, members: int, partitions: int) -> tuple[float, float, float]:
     """Default ``(t_join, t_crash, duration)`` in emulated seconds for a group size.
 
     The start and each change get room to settle (measured on the sim: a
