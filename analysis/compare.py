@@ -215,6 +215,7 @@ def analyze_run(
         request_snapshots,
         throughput_lag,
     )
+    from analysis.spark import evaluation_settings, sql_settings
 
     say = progress or (lambda _m: None)
     # PySpark 4.3 warns on every toPandas that it "does not yet fully support
@@ -226,7 +227,6 @@ def analyze_run(
     manifest = check_run_dir(run_dir)
     name = label or _base_name(run_dir)
     say(f"{name}: loading event logs from {run_dir}")
-    shuffle_before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         with ticking(say, f"{name}: loading event logs", spark):
             loaded = load_events(spark, str(run_dir), columnar=cache, progress=say)
@@ -258,86 +258,86 @@ def analyze_run(
                 # read here, where a damaged record is reported as such
                 events = loaded.events.coalesce(parts).persist(level)
                 events.count()
-            # The checkers' shuffles (sweeps over the processed batches, offset
-            # segments) must not put millions of rows in one task: a hash
-            # aggregate feeding a window's sort then runs out of execution
-            # memory (AGGREGATE_OUT_OF_MEMORY at 30 M events with 2 partitions).
-            spark.conf.set("spark.sql.shuffle.partitions", str(parts))
     except Exception as exc:  # EventLogError, or a corrupt record met in a Spark task
         err = event_log_error(exc)
         if err is None:
             raise
         raise CompareError(str(err).splitlines()[0]) from None
-    # The frames the checkers, metrics and plots share, built once; their
-    # per-protocol summary names the protocols and counts the events.
-    shared = SharedFrames(events, persist=True)
-    summary = shared.summary.select("protocol", "events").collect()
-    protocols = sorted(r[0] for r in summary if r[0] is not None)
-    n_events = sum(int(r[1]) for r in summary)
-    evidence = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
-    evidence = {p: e for p, e in evidence.items() if p in protocols or not e.complete}
-    for e in evidence.values():
-        for problem in e.problems:
-            say(f"{name}: {e.protocol}: incomplete evidence: {problem}")
-    undetermined = sorted(p for p, e in evidence.items() if not e.complete)
-    truncated = [f"{p} ({b} bytes)" for p, b in loaded.truncated]
-    say(
-        f"{name}: {n_events:,} events from {loaded.files} files; protocols "
-        f"{', '.join(protocols) or 'none'}"
-        + (f"; truncated tails skipped: {', '.join(truncated)}" if truncated else "")
-    )
-    try:
-        say(f"{name}: running the checkers")
-        with ticking(say, f"{name}: running the checkers", spark):
-            anomalies = run_checkers(events, shared)
-            if undetermined:  # no verdict on evidence that is not all there
-                anomalies = anomalies.withColumn(
-                    "allowed",
-                    F.when(F.col("protocol").isin(*undetermined), F.lit(None)).otherwise(
-                        F.col("allowed")
-                    ),
-                )
-            anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
-            n_anom = anomalies.count()
-        say(f"{name}: {n_anom} anomaly rows; computing metrics")
-        with ticking(say, f"{name}: computing metrics", spark):
-            # one pass for the lag: the episodes read it, the throughput plot draws it
-            lag: pd.DataFrame = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
-            metrics = compute_metrics(
-                events,
-                anomalies,
-                shared=shared,
-                requests=request_snapshots(manifest),
-                lag_rows=lag.to_dict(orient="records"),
-                bucket_ms=bucket_ms,
+    # The checkers' shuffles (sweeps over the processed batches, offset
+    # segments) must not put millions of rows in one task: a hash aggregate
+    # feeding a window's sort then runs out of execution memory
+    # (AGGREGATE_OUT_OF_MEMORY at 30 M events with 2 partitions). A small run's
+    # expressions are evaluated interpreted (analysis.spark.evaluation_settings).
+    settings = {"spark.sql.shuffle.partitions": str(parts), **evaluation_settings(loaded.records)}
+    with sql_settings(spark, settings):
+        # The frames the checkers, metrics and plots share, built once; their
+        # per-protocol summary names the protocols and counts the events.
+        shared = SharedFrames(events, persist=True)
+        try:
+            summary = shared.summary.select("protocol", "events").collect()
+            protocols = sorted(r[0] for r in summary if r[0] is not None)
+            n_events = sum(int(r[1]) for r in summary)
+            evidence = assess(manifest, [(p.rel, p.report) for p in loaded.plans])
+            evidence = {p: e for p, e in evidence.items() if p in protocols or not e.complete}
+            for e in evidence.values():
+                for problem in e.problems:
+                    say(f"{name}: {e.protocol}: incomplete evidence: {problem}")
+            undetermined = sorted(p for p, e in evidence.items() if not e.complete)
+            truncated = [f"{p} ({b} bytes)" for p, b in loaded.truncated]
+            say(
+                f"{name}: {n_events:,} events from {loaded.files} files; protocols "
+                f"{', '.join(protocols) or 'none'}"
+                + (f"; truncated tails skipped: {', '.join(truncated)}" if truncated else "")
             )
-        say(f"{name}: collecting plot frames")
-        with ticking(say, f"{name}: collecting plot frames", spark):
-            frames = {
-                rpt.OWNERSHIP: ownership_intervals(events, shared).toPandas(),
-                rpt.THROUGHPUT: lag,
-                rpt.DURATIONS: rebalance_durations(events, shared=shared).toPandas(),
-                rpt.FAULTS: rpt.with_timeline_marks(
-                    fault_marks(events).toPandas(), manifest, protocols
-                ),
-                rpt.ANOMALIES: anomalies.toPandas(),
-            }
-        anomalies.unpersist()
-        frames[rpt.ANOMALIES], skew = clock_skew(frames[rpt.ANOMALIES], manifest)
-        for proto, info in skew.items():
-            if proto in metrics:
-                metrics[proto]["clock_skew"] = info
-        for proto, e in evidence.items():
-            if proto in metrics:
-                metrics[proto]["evidence"] = e.to_dict()
-                metrics[proto]["anomalies_undetermined"] = (
-                    sum(metrics[proto]["anomalies"].values()) if not e.complete else 0
+            say(f"{name}: running the checkers")
+            with ticking(say, f"{name}: running the checkers", spark):
+                anomalies = run_checkers(events, shared)
+                if undetermined:  # no verdict on evidence that is not all there
+                    anomalies = anomalies.withColumn(
+                        "allowed",
+                        F.when(F.col("protocol").isin(*undetermined), F.lit(None)).otherwise(
+                            F.col("allowed")
+                        ),
+                    )
+                anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
+                n_anom = anomalies.count()
+            say(f"{name}: {n_anom} anomaly rows; computing metrics")
+            with ticking(say, f"{name}: computing metrics", spark):
+                # one pass for the lag: the episodes read it, the throughput plot draws it
+                lag: pd.DataFrame = throughput_lag(events, bucket_ms=bucket_ms).toPandas()
+                metrics = compute_metrics(
+                    events,
+                    anomalies,
+                    shared=shared,
+                    requests=request_snapshots(manifest),
+                    lag_rows=lag.to_dict(orient="records"),
+                    bucket_ms=bucket_ms,
                 )
-    finally:
-        shared.release()
-        events.unpersist()
-        if shuffle_before is not None:  # always: the setting has a default
-            spark.conf.set("spark.sql.shuffle.partitions", shuffle_before)
+            say(f"{name}: collecting plot frames")
+            with ticking(say, f"{name}: collecting plot frames", spark):
+                frames = {
+                    rpt.OWNERSHIP: ownership_intervals(events, shared).toPandas(),
+                    rpt.THROUGHPUT: lag,
+                    rpt.DURATIONS: rebalance_durations(events, shared=shared).toPandas(),
+                    rpt.FAULTS: rpt.with_timeline_marks(
+                        fault_marks(events).toPandas(), manifest, protocols
+                    ),
+                    rpt.ANOMALIES: anomalies.toPandas(),
+                }
+            anomalies.unpersist()
+            frames[rpt.ANOMALIES], skew = clock_skew(frames[rpt.ANOMALIES], manifest)
+            for proto, info in skew.items():
+                if proto in metrics:
+                    metrics[proto]["clock_skew"] = info
+            for proto, e in evidence.items():
+                if proto in metrics:
+                    metrics[proto]["evidence"] = e.to_dict()
+                    metrics[proto]["anomalies_undetermined"] = (
+                        sum(metrics[proto]["anomalies"].values()) if not e.complete else 0
+                    )
+        finally:
+            shared.release()
+            events.unpersist()
     data = {
         "event log files": loaded.files,
         "events": n_events,

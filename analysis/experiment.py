@@ -110,7 +110,7 @@ def analyze_trials(
     from analysis.datasource import RUN_COLUMN, plan_runs, read_runs
     from analysis.evidence import assess
     from analysis.metrics import compute_metrics, request_snapshots
-    from analysis.spark import release_spark_memory
+    from analysis.spark import evaluation_settings, release_spark_memory, sql_settings
     from emulator.anomalies import SERIES_SEP
 
     out: dict[str, dict[str, Any]] = {}
@@ -166,9 +166,11 @@ def analyze_trials(
         shared = SharedFrames(events, persist=True)
         try:
             events.count()
-            anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
-            metrics = compute_metrics(events, anomalies, shared=shared, requests=requests)
-            anomalies.unpersist()
+            # a batch of small trials is analysed interpreted (evaluation_settings)
+            with sql_settings(spark, evaluation_settings(n)):
+                anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
+                metrics = compute_metrics(events, anomalies, shared=shared, requests=requests)
+                anomalies.unpersist()
         finally:
             shared.release()
             events.unpersist()

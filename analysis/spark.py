@@ -6,6 +6,8 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -85,6 +87,49 @@ def get_spark(
         spark.sparkContext.addPyFile(str(write_project_zip(shipped)))
     spark.dataSource.register(RebalanceEventsDataSource)
     return spark
+
+
+#: Up to this many events an analysis evaluates Spark SQL expressions interpreted
+#: (:data:`INTERPRETED`) instead of generating and compiling Java for each plan.
+#: Measured on this 2-core machine (``compare`` of generated runs, the columnar
+#: cache there, 2026-12-07): a small analysis compiled ~800 generated classes
+#: with Janino, 8-10 s of a 15 s run of the checkers and most of a cold JVM's
+#: start; interpreted, ``compare`` took 16 s instead of 20 s at 20 k events, 22
+#: instead of 25 s at 200 k, 32 instead of 36 s at 1 M, but 122 instead of 78 s
+#: at 10 M, where the compiled loops pay for themselves.
+INTERPRETED_MAX_EVENTS = 1_000_000
+
+#: Spark SQL settings that evaluate expressions and operators interpreted: no
+#: whole-stage code generation, and the expression factories' interpreted
+#: implementations (Spark's ``spark.sql.codegen.factoryMode``, which its own
+#: tests use to run the interpreted paths; the results are the same).
+INTERPRETED: Mapping[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+def evaluation_settings(events: int) -> Mapping[str, str]:
+    """The Spark SQL settings for analysing ``events`` events: :data:`INTERPRETED`
+    up to :data:`INTERPRETED_MAX_EVENTS`, else none (Spark's compiled default)."""
+    return INTERPRETED if events <= INTERPRETED_MAX_EVENTS else {}
+
+
+@contextmanager
+def sql_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Runtime SQL ``settings`` on ``spark`` for the block, the previous values after it
+    (a setting that was not set is unset again)."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    try:
+        for k, v in settings.items():
+            spark.conf.set(k, v)
+        yield
+    finally:
+        for k, old in before.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
 
 
 def release_spark_memory(spark: SparkSession) -> None:

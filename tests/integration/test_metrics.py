@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from analysis.checkers import SharedFrames
+from analysis.checkers import SharedFrames, run_checkers
 from analysis.history import PROTOCOLS, H, frame
 from analysis.metrics import (
     compute_metrics,
@@ -18,6 +18,7 @@ from analysis.metrics import (
 )
 from analysis.report import episodes_table, work_queue_table
 from analysis.share import check_double_acquisition, share_series
+from analysis.spark import sql_settings
 from emulator.events import EventKind
 
 pytestmark = [pytest.mark.spark]
@@ -61,9 +62,13 @@ def frames(spark: SparkSession) -> dict[str, Any]:
     df = frame(spark, hs)
     # The plot frames reuse the intermediate frames compute_metrics materialized.
     shared = SharedFrames(df)
+    compiled_before = _compiled(spark)
+    anomalies = run_checkers(df, shared).persist()
     return {
         "df": df,
-        "metrics": compute_metrics(df, shared=shared),
+        "compiled": _compiled(spark) - compiled_before,
+        "anomalies": _rows(anomalies),
+        "metrics": compute_metrics(df, anomalies, shared=shared),
         "own": [r.asDict() for r in ownership_intervals(df, shared).collect()],
         "tl": [r.asDict() for r in throughput_lag(df, bucket_ms=500).collect()],
         "rd": [r.asDict() for r in rebalance_durations(df, shared=shared).collect()],
@@ -322,18 +327,45 @@ def _window_plan_over_batches(sh: SharedFrames) -> str:
     return plan.split("InMemoryRelation")[0].split("Scan ExistingRDD")[0]
 
 
-def test_persisted_shared_frames_keep_their_partitioning_and_give_the_same_metrics(
-    frames: dict[str, Any],
+def _compiled(spark: SparkSession) -> int:
+    """How many classes Spark's code generator has compiled in this JVM so far."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    metrics = jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def test_persisted_shared_frames_compiled_keep_their_partitioning_and_give_the_same_results(
+    spark: SparkSession, frames: dict[str, Any]
 ) -> None:
-    """``SharedFrames(persist=True)`` (what compare and experiments use): the same
-    metrics as the checkpointed frames; a window by partition over the processed
-    batches reads them without a shuffle (a checkpoint needs one); ``release``
-    frees them."""
+    """``SharedFrames(persist=True)`` (what compare and experiments use) with Spark's
+    compiled evaluation (what they use above ``INTERPRETED_MAX_EVENTS``): the same
+    anomalies and metrics as the checkpointed frames evaluated interpreted (the
+    session's setting, what small inputs get); a window by partition over the
+    processed batches reads them without a shuffle (a checkpoint needs one);
+    ``release`` frees them."""
     df = frames["df"]
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     assert "Exchange" in _window_plan_over_batches(SharedFrames(df))
     sh = SharedFrames(df, persist=True)
+    compiled_before = _compiled(spark)
+    compiled = {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "CODEGEN_ONLY",
+    }
     try:
-        assert compute_metrics(df, shared=sh) == frames["metrics"]
+        with sql_settings(spark, compiled):
+            anomalies = run_checkers(df, sh).persist()
+            assert _rows(anomalies) == frames["anomalies"]
+            assert compute_metrics(df, anomalies, shared=sh) == frames["metrics"]
+            compiled_now = _compiled(spark)
+        # Spark generated and compiled Java for every plan here; interpreted, only for
+        # a few of its own helpers (cached tables' column accessors)
+        assert compiled_now - compiled_before > 10 * max(frames["compiled"], 1)
         batches = sh.batches
         assert batches.storageLevel.useMemory
         assert "Exchange" not in _window_plan_over_batches(sh)
