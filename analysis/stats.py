@@ -219,12 +219,49 @@ def bootstrap_ci(
     if len(values) == 1:
         v = float(values[0])
         return v, v
-    rng = random.Random(seed)
     pool = list(values)
-    k = len(pool)
-    stats = [stat(rng.choices(pool, k=k)) for _ in range(resamples)]
+    stats = _bootstrap_medians(pool, resamples, seed) if stat is median else None
+    if stats is None:
+        rng = random.Random(seed)
+        stats = [stat(rng.choices(pool, k=len(pool))) for _ in range(resamples)]
     alpha = (1.0 - level) / 2.0
     return percentile(stats, alpha), percentile(stats, 1.0 - alpha)
+
+
+#: Draws per block of :func:`_bootstrap_medians` (16 MB of doubles).
+_DRAWS_PER_BLOCK = 2_000_000
+
+
+def _bootstrap_medians(pool: list[float], resamples: int, seed: int) -> list[float] | None:
+    """``[median(rng.choices(pool, k=len(pool))) for _ in range(resamples)]`` with
+    ``rng = random.Random(seed)``, the same values computed with numpy.
+
+    ``choices`` draws ``pool[floor(rng.random() * k)]``, and numpy's legacy
+    ``RandomState([seed])`` is the same Mersenne Twister seeded the same way
+    (``init_by_array`` of the seed's one 32-bit word) with the same 53-bit
+    ``random()``, so the draws are identical; the median of each resample is
+    ``statistics.median``'s (the middle value, or the two middle ones' sum
+    halved). ``None`` for a seed outside ``[0, 2**32)`` or a value that is not a
+    float (the caller then draws in Python). 146 intervals of 50 values took
+    ~5 s in Python, most of an experiment report's statistics.
+    """
+    import numpy as np
+
+    if not 0 <= seed < 2**32 or not all(type(v) is float for v in pool):
+        return None
+    k = len(pool)
+    values = np.asarray(pool, dtype=np.float64)
+    state = np.random.RandomState([seed])
+    rows = max(1, _DRAWS_PER_BLOCK // k)
+    out: list[float] = []
+    while len(out) < resamples:
+        n = min(rows, resamples - len(out))
+        draws = np.floor(state.random_sample(n * k) * k).astype(np.int64)
+        x = np.sort(values[draws].reshape(n, k), axis=1)
+        with np.errstate(over="ignore"):  # two huge values sum to inf, as in Python
+            mid = x[:, k // 2] if k % 2 else (x[:, k // 2 - 1] + x[:, k // 2]) / 2
+        out.extend(mid.tolist())
+    return out
 
 
 def summarize(values: Sequence[float | None], *, resamples: int = 10_000, seed: int = 0) -> Summary:

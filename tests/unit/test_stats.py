@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from fractions import Fraction
-from statistics import NormalDist, fmean
+from statistics import NormalDist, fmean, median
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import analysis.stats as stats_module
 from analysis.stats import (
     RankTest,
     Summary,
+    _bootstrap_medians,
     _u_frequencies,
     bootstrap_ci,
     mann_whitney,
@@ -117,6 +122,43 @@ def test_bootstrap_ci_is_deterministic_for_a_seed() -> None:
     assert first[0] <= first[1]
     others = {bootstrap_ci(values, resamples=500, seed=s) for s in range(5)}
     assert len(others) > 1  # the seed matters
+
+
+def _python_medians(values: list[float], resamples: int, seed: int) -> list[float]:
+    """The bootstrap's medians as the documented algorithm draws them, in Python."""
+    rng = random.Random(seed)
+    return [median(rng.choices(values, k=len(values))) for _ in range(resamples)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=2, max_size=40
+    ),
+    resamples=st.integers(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_bootstrap_medians_in_numpy_are_the_python_draws_exactly(
+    values: list[float], resamples: int, seed: int
+) -> None:
+    assert _bootstrap_medians(values, resamples, seed) == _python_medians(values, resamples, seed)
+
+
+def test_bootstrap_medians_across_blocks_and_outside_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = [float(v) for v in (5, 1, 4, 1, 5, 9, 2, 6)]
+    monkeypatch.setattr(stats_module, "_DRAWS_PER_BLOCK", 24)  # 3 resamples a block
+    assert _bootstrap_medians(values, 10, 7) == _python_medians(values, 10, 7)
+    # a seed numpy's one-word seeding cannot take, or ints: drawn in Python, same result
+    assert _bootstrap_medians(values, 5, 2**32) is None
+    assert _bootstrap_medians([1, 2, 3], 5, 0) is None  # type: ignore[list-item]
+    big = bootstrap_ci(values, resamples=50, seed=2**40)
+    rng_meds = _python_medians(values, 50, 2**40)
+    assert big == (percentile(rng_meds, 0.025), percentile(rng_meds, 0.975))
+    assert bootstrap_ci([1, 2, 3, 7], resamples=50, seed=3) == bootstrap_ci(
+        [1.0, 2.0, 3.0, 7.0], resamples=50, seed=3
+    )
 
 
 @pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.5])
