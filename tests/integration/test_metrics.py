@@ -64,11 +64,15 @@ def frames(spark: SparkSession) -> dict[str, Any]:
     shared = SharedFrames(df)
     compiled_before = _compiled(spark)
     anomalies = run_checkers(df, shared).persist()
+    rows = _rows(anomalies)
+    metrics = compute_metrics(df, anomalies, shared=shared)
+    compiled = _compiled(spark) - compiled_before  # over the same work as the compiled test's
+    anomalies.unpersist()
     return {
         "df": df,
-        "compiled": _compiled(spark) - compiled_before,
-        "anomalies": _rows(anomalies),
-        "metrics": compute_metrics(df, anomalies, shared=shared),
+        "compiled": compiled,
+        "anomalies": rows,
+        "metrics": metrics,
         "own": [r.asDict() for r in ownership_intervals(df, shared).collect()],
         "tl": [r.asDict() for r in throughput_lag(df, bucket_ms=500).collect()],
         "rd": [r.asDict() for r in rebalance_durations(df, shared=shared).collect()],
@@ -363,6 +367,7 @@ def test_persisted_shared_frames_compiled_keep_their_partitioning_and_give_the_s
             assert _rows(anomalies) == frames["anomalies"]
             assert compute_metrics(df, anomalies, shared=sh) == frames["metrics"]
             compiled_now = _compiled(spark)
+            anomalies.unpersist()
         # Spark generated and compiled Java for every plan here; interpreted, only for
         # a few of its own helpers (cached tables' column accessors)
         assert compiled_now - compiled_before > 10 * max(frames["compiled"], 1)
