@@ -425,10 +425,17 @@ def trial_state(trial_json: Mapping[str, Any] | None, manifest: Mapping[str, Any
     """What a trial directory holds: ``completed``, ``failed``, ``degraded`` or ``pending``.
 
     ``pending``: never run, or interrupted or cut short (its manifest still
-    says ``running`` or ``interrupted``): a re-run runs it again.
+    says ``running`` or ``interrupted``): a re-run runs it again. A trial the
+    experiment recorded as ``interrupted`` (or still ``running``: the experiment
+    itself was stopped before it collected the trial) is ``pending`` unless its
+    run completed: a run that failed or lost a host while the experiment was
+    cancelling it failed because of the cancel, and keeping it would leave it
+    out of the statistics for good.
     """
     status = (manifest or {}).get("status") if manifest else None
     recorded = (trial_json or {}).get("status") if trial_json else None
+    if recorded in ("interrupted", "running"):
+        return "completed" if status == "completed" else "pending"
     if status in ("completed", "degraded", "failed"):
         return str(status)
     if recorded == "failed" and status is None:

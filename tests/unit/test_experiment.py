@@ -140,6 +140,14 @@ def test_trial_state_and_eta() -> None:
     assert trial_state({"status": "completed"}, {"status": "completed"}) == "completed"
     assert trial_state({"status": "failed"}, None) == "failed"
     assert trial_state(None, {"status": "degraded"}) == "degraded"
+    # A run that failed or lost a host while the experiment cancelled it is run
+    # again; one that completed before the cancel reached it is kept.
+    assert trial_state({"status": "interrupted"}, {"status": "failed"}) == "pending"
+    assert trial_state({"status": "interrupted"}, {"status": "degraded"}) == "pending"
+    assert trial_state({"status": "running"}, {"status": "failed"}) == "pending"
+    assert trial_state({"status": "interrupted"}, {"status": "completed"}) == "completed"
+    assert trial_state({"status": "failed"}, {"status": "failed"}) == "failed"
+    assert trial_state({"status": "degraded"}, {"status": "degraded"}) == "degraded"
     assert eta_seconds([], 3, 1, 1) is None
     assert eta_seconds([10.0, 20.0], 4, 2, 2) == pytest.approx(45.0)
 

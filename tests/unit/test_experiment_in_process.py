@@ -99,8 +99,8 @@ def test_sim_trials_run_in_process_interrupted_then_resumed(
 
     def interrupted_third(*args: Any) -> dict[str, Any]:
         calls.append(args[3])
-        if len(calls) == 3:  # the run started (its manifest says so), then Ctrl-C
-            Path(args[3], "manifest.json").write_text('{"status": "running"}')
+        if len(calls) == 3:  # the run started, then Ctrl-C; the cancel failed the run
+            Path(args[3], "manifest.json").write_text('{"status": "failed"}')
             raise KeyboardInterrupt
         return real_body(*args)
 
