@@ -4,6 +4,8 @@ three-node Ray cluster on this machine (``ray.cluster_utils.Cluster``)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +51,7 @@ class ThreeNodes:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeNodes]:
+def ray_cluster() -> Iterator[ThreeNodes]:
     """A Ray cluster of several nodes on this machine, the driver connected to it.
 
     The session's local Ray (if any test started it) is shut down first and
@@ -63,15 +65,18 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeNodes
     was_local = ray.is_initialized()
     if was_local:
         ray.shutdown()
-    tmp = Path(tmp_path_factory.mktemp("raytmp"))
+    # A short directory: Ray's socket paths under it must fit AF_UNIX's 107
+    # bytes (pytest's, under an xdist worker's popen-gwN, did not).
+    tmp = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
     (tmp / "ray").mkdir(exist_ok=True)
     old_tmp = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = str(tmp)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "include_dashboard": False},
-    )
+    cluster: Any = None
     try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "include_dashboard": False},
+        )
         broker = cluster.add_node(num_cpus=1, resources={"emu_broker": 3})
         consumer_a = cluster.add_node(num_cpus=1, resources={"emu_consumer": 1})
         consumer_b = cluster.add_node(num_cpus=1, resources={"emu_consumer": 1})
@@ -80,10 +85,12 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeNodes
         yield ThreeNodes(cluster, broker, consumer_a, consumer_b)
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         if old_tmp is None:
             os.environ.pop("RAY_TMPDIR", None)
         else:
             os.environ["RAY_TMPDIR"] = old_tmp
+        shutil.rmtree(tmp, ignore_errors=True)
         if was_local:
             start_local_ray()
