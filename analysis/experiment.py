@@ -165,9 +165,9 @@ def analyze_trials(
         events = events.coalesce(parts).persist(StorageLevel.MEMORY_AND_DISK)
         shared = SharedFrames(events, persist=True)
         try:
-            events.count()
-            # a batch of small trials is analysed interpreted (evaluation_settings)
+            # a batch of small trials is read and analysed interpreted (evaluation_settings)
             with sql_settings(spark, evaluation_settings(n)):
+                events.count()
                 anomalies = run_checkers(events, shared).persist(StorageLevel.MEMORY_AND_DISK)
                 metrics = compute_metrics(events, anomalies, shared=shared, requests=requests)
                 anomalies.unpersist()
