@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from actors.context import RunContext
+from actors.io import RealIO
 from actors.metadata import LeaderCache
 from emulator.clock import ScaledClock
 from emulator.eventlog import iter_events
@@ -172,18 +173,33 @@ class _Broker:
         return fut
 
 
+class _NoActors(RealIO):
+    """Ray's named actors as a process not connected to Ray sees them: none. (The
+    suite's own local Ray, which the integration tests leave running in this
+    process, is not asked: a look-up there waited 60 s once for its GCS.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def lookup_actor(self, name: str) -> Any | None:
+        self.asked.append(name)
+        return None
+
+
 def test_the_leader_cache_backs_off_on_the_loops_clock(tmp_path: Path) -> None:
     # time_scale 1: refresh.leader.backoff.ms 200 = 0.2 s of the loop's clock.
     ctx = _ctx(tmp_path, time_scale=1.0)
     broker = _Broker({("t", 0): 0})
     loop = ManualTimeLoop(now=5_000.0)
+    io = _NoActors()
 
     async def settle(cache: LeaderCache) -> None:
         while cache._refreshing is not None:
             await asyncio.sleep(0)
 
     async def go() -> None:
-        cache = LeaderCache(ctx, {0: broker})
+        cache = LeaderCache(ctx, {0: broker}, io=io)
         assert cache.leader(("t", 0)) is None  # unknown: a refresh is due
         cache.maybe_refresh()
         await settle(cache)
@@ -200,10 +216,11 @@ def test_the_leader_cache_backs_off_on_the_loops_clock(tmp_path: Path) -> None:
         cache.maybe_refresh()
         await settle(cache)
         assert broker.calls == 2
-        # A failed broker is looked up again (no Ray here: none found), stamped on loop time.
+        # A failed broker is looked up again (no actor found), stamped on loop time.
         cache.failed(0)
         assert cache.handle(0) is broker
         assert cache._last_lookup[0] == loop.now
+        assert len(io.asked) == 1
 
     run_on(loop, go())
 
