@@ -43,7 +43,17 @@ trap 'rm -rf "$WORK"' EXIT
 (cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'import sys; from analysis.spark import write_project_zip
 write_project_zip(sys.argv[1])' "$WORK/rebalance_emu.zip")
 
+# pyspark's own spark-submit: its driver JVM maps the class archive that
+# analysis.spark_archive built for this JVM and these jars (a faster start)
+ARCHIVE=()
+if [ "$SUBMIT" = "$ROOT/.venv/bin/spark-submit" ]; then
+    OPTS="$(cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'from analysis.spark_archive import java_options
+print(java_options() or "")' 2>/dev/null || true)"
+    [ -z "$OPTS" ] || ARCHIVE=(--conf "spark.driver.defaultJavaOptions=$OPTS")
+fi
+
 "$SUBMIT" --master "$MASTER" \
+    ${ARCHIVE[@]+"${ARCHIVE[@]}"} \
     --conf spark.ui.enabled=false \
     --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.session.timeZone=UTC \
