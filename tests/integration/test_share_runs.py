@@ -23,6 +23,8 @@ REAL = """
 name = "share-real"
 seed = 11
 duration_s = 12.0
+# 6 s of wall time: the checks read emulated time
+time_scale = 0.5
 kafka_version = "4.2"
 
 [cluster]
