@@ -66,7 +66,7 @@ def ray_cluster() -> Iterator[ThreeNodes]:
     if was_local:
         ray.shutdown()
     # A short directory: Ray's socket paths under it must fit AF_UNIX's 107
-    # bytes (pytest's, under an xdist worker's popen-gwN, did not).
+    # bytes (a deeper pytest basetemp need not).
     tmp = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
     (tmp / "ray").mkdir(exist_ok=True)
     old_tmp = os.environ.get("RAY_TMPDIR")
