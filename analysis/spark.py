@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -65,6 +68,53 @@ def session_builder(url: str, app_name: str) -> SparkSession.Builder:
     )
 
 
+@contextmanager
+def _stop_signals_deferred() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait for the block's end, then reach their handlers.
+
+    Around the SparkSession's start: a signal that lands while the JVM builds its
+    SparkContext makes the Python side drop the gateway mid-call, the constructor
+    fails and the JVM prints its stack traces (``Uncaught exception in thread``)
+    on the stderr it shares with the CLI. Held until the session is up (a few
+    seconds), the signal then unwinds through a session that stops cleanly. A
+    second signal while one is held is not held (a start that hangs can still
+    be interrupted). Only in the main thread (the only one that gets signals).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    kept = {sig: signal.getsignal(sig) for sig in sigs}
+    held: list[int] = []
+
+    def deliver(signum: int, frame: Any) -> None:
+        handler = kept[signal.Signals(signum)]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    def hold(signum: int, frame: Any) -> None:
+        if held:
+            held.clear()  # this one is delivered instead, once
+            for sig, handler in kept.items():
+                signal.signal(sig, handler)
+            deliver(signum, frame)
+            return
+        held.append(signum)
+
+    for sig in sigs:
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+        if held:
+            deliver(held[0], None)
+
+
 def get_spark(
     master: str | None = None,
     app_name: str = "rebalance-emu",
@@ -87,6 +137,8 @@ def get_spark(
     ``rebalance-events`` data source (:mod:`analysis.datasource`). A driver JVM
     it starts maps the class archive of :mod:`analysis.spark_archive` when one
     was built for this JVM and pyspark (a faster start; the same results).
+    In the main thread, a stop signal while the session starts is held until
+    it is up (:func:`_stop_signals_deferred`).
     """
     from analysis.datasource import RebalanceEventsDataSource
     from analysis.spark_archive import java_options
@@ -98,7 +150,8 @@ def get_spark(
         # A new driver JVM maps the classes of analysis.spark_archive (a faster start);
         # "default" options come before any spark.driver.extraJavaOptions of the user's.
         builder = builder.config("spark.driver.defaultJavaOptions", archive)
-    spark = builder.getOrCreate()
+    with _stop_signals_deferred():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     if not url.startswith("local"):
         shipped = Path(tempfile.mkdtemp(prefix="rebalance-emu-pyfiles-")) / "rebalance_emu.zip"
