@@ -40,16 +40,18 @@ export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 # The zip is written by the driver's Python (it has pyspark); the executors' may not.
-(cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'import sys; from analysis.spark import write_project_zip
-write_project_zip(sys.argv[1])' "$WORK/rebalance_emu.zip")
+# The same call prints the driver JVM's options that map the class archive
+# analysis.spark_archive built for this JVM and pyspark's jars (empty: none).
+OPTS="$(cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'import sys
+from analysis.spark import write_project_zip
+from analysis.spark_archive import java_options
+write_project_zip(sys.argv[1])
+print(java_options() or "")' "$WORK/rebalance_emu.zip")"
 
-# pyspark's own spark-submit: its driver JVM maps the class archive that
-# analysis.spark_archive built for this JVM and these jars (a faster start)
+# Only pyspark's own spark-submit runs the JVM and jars the archive was built for.
 ARCHIVE=()
-if [ "$SUBMIT" = "$ROOT/.venv/bin/spark-submit" ]; then
-    OPTS="$(cd "$ROOT" && "$PYSPARK_DRIVER_PYTHON" -c 'from analysis.spark_archive import java_options
-print(java_options() or "")' 2>/dev/null || true)"
-    [ -z "$OPTS" ] || ARCHIVE=(--conf "spark.driver.defaultJavaOptions=$OPTS")
+if [ "$SUBMIT" = "$ROOT/.venv/bin/spark-submit" ] && [ -n "$OPTS" ]; then
+    ARCHIVE=(--conf "spark.driver.defaultJavaOptions=$OPTS")
 fi
 
 "$SUBMIT" --master "$MASTER" \

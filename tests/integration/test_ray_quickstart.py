@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.scenario import Scenario, bundled_scenarios, load_scenario
+from emulator.scenario import Scenario
 from tests import quickstart_checks as check
+from tests.scaled import bundled_at_scale
 
 pytestmark = [pytest.mark.ray, pytest.mark.zk, pytest.mark.slow]
 
@@ -35,14 +36,9 @@ def quickstart_run(
     from actors.orchestrator import run_scenario
 
     base = tmp_path_factory.mktemp("quickstart")
-    text = bundled_scenarios()["quickstart"].read_text()
-    assert "\ntime_scale = 0.5\n" in text
     # Half the bundled file's wall time (22.5 s a protocol): the checks read
     # emulated time, which the scale does not change; the demo runs it at 0.5.
-    path = base / "quickstart.toml"
-    path.write_text(text.replace("\ntime_scale = 0.5\n", f"\ntime_scale = {TIME_SCALE}\n"))
-    scenario = load_scenario(path)
-    assert scenario.name == "quickstart" and scenario.time_scale == TIME_SCALE
+    scenario = bundled_at_scale("quickstart", TIME_SCALE, base)
     out = base / "run"
     run_scenario(scenario, PROTOCOLS, out, validate_events=True)
     yield scenario, out

@@ -24,6 +24,7 @@ from emulator.eventlog import ReadStats, read_run_events
 from emulator.events import validate_event
 from emulator.intervals import overlap_windows as double_processing_windows
 from emulator.scenario import Scenario, bundled_scenarios, load_scenario
+from tests.scaled import bundled_at_scale
 
 ZOMBIE_PROTOCOLS = ["zookeeper", "classic-eager"]
 BROKER_FAILURE_SCALE = 0.25
@@ -114,16 +115,9 @@ def broker_failure_run(
     from actors.orchestrator import run_scenario
 
     base = tmp_path_factory.mktemp("broker-failure")
-    text = bundled_scenarios()["broker-failure"].read_text()
-    assert "\ntime_scale = 0.5\n" in text
     # Half the bundled file's wall time (15 s instead of 30): the checks read
     # emulated time, which the scale does not change.
-    path = base / "broker-failure.toml"
-    path.write_text(
-        text.replace("\ntime_scale = 0.5\n", f"\ntime_scale = {BROKER_FAILURE_SCALE}\n")
-    )
-    scenario = load_scenario(path)
-    assert scenario.name == "broker-failure" and scenario.time_scale == BROKER_FAILURE_SCALE
+    scenario = bundled_at_scale("broker-failure", BROKER_FAILURE_SCALE, base)
     out = base / "run"
     run_scenario(scenario, ["zookeeper"], out, validate_events=True)
     yield scenario, out
