@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis import native_decode
 from analysis.datasource import FilePlan, Segment, read_segment
 from analysis.schema import column_types
 from emulator.eventlog import CorruptEventLog
@@ -174,10 +175,11 @@ def _still_valid(cache: Path, entry: CacheEntry | None, plan: FilePlan) -> bool:
         return False
 
 
-def decode_to_parquet(segments: Sequence[Segment], dest: str) -> int:
+def decode_to_parquet(segments: Sequence[Segment], dest: str, *, native: bool = False) -> int:
     """Decode a log's planned segments into one Parquet file at ``dest``; the rows written.
 
     The file appears whole or not at all (written beside it, then renamed).
+    ``native``: the compiled decode (:mod:`analysis.native_decode`) first.
 
     Raises:
         CorruptEventLog: the log no longer matches its plan, or holds a bad record.
@@ -196,7 +198,7 @@ def decode_to_parquet(segments: Sequence[Segment], dest: str) -> int:
             # for control kinds then skips every data row group by its statistics.
             control: list[pa.RecordBatch] = []
             for seg in segments:
-                for batch in read_segment(seg, batch_rows=ROW_GROUP_ROWS):
+                for batch in read_segment(seg, batch_rows=ROW_GROUP_ROWS, native=native):
                     rows += batch.num_rows
                     is_data = pc.fill_null(
                         pc.is_in(batch.column("kind"), value_set=data_kinds), False
@@ -223,7 +225,7 @@ WORKER_TIMEOUT_S: Final = 3600.0
 
 
 def _decode_in_workers(
-    jobs: Sequence[tuple[Sequence[Segment], str]], n_workers: int, cache: Path
+    jobs: Sequence[tuple[Sequence[Segment], str]], n_workers: int, cache: Path, native: bool
 ) -> list[int]:
     """:func:`decode_to_parquet` of every job, spread over ``n_workers`` processes
     (``python -m analysis.columnar``); the rows of each job, in order.
@@ -259,7 +261,11 @@ def _decode_in_workers(
                 spec.write_text(
                     json.dumps(
                         [
-                            {"segments": [asdict(s) for s in jobs[i][0]], "dest": jobs[i][1]}
+                            {
+                                "segments": [asdict(s) for s in jobs[i][0]],
+                                "dest": jobs[i][1],
+                                "native": native,
+                            }
                             for i in share
                         ]
                     )
@@ -302,7 +308,7 @@ def _worker_main(argv: Sequence[str]) -> int:
     try:
         for job in json.loads(Path(spec).read_text()):
             segments = [Segment(**s) for s in job["segments"]]
-            rows.append(decode_to_parquet(segments, job["dest"]))
+            rows.append(decode_to_parquet(segments, job["dest"], native=bool(job["native"])))
     except CorruptEventLog as exc:
         print(json.dumps({"error": {"path": exc.path, "offset": exc.offset, "what": exc.why}}))
         return 0
@@ -354,10 +360,11 @@ def refresh(
             (plan, str(cache / _parquet_name(plan.rel)))
             for plan in sorted(stale, key=lambda p: -p.size)  # the longest first
         ]
+        native = native_decode.wanted(sum(p.size for p in stale))
         if n_workers > 1:
-            rows = _decode_in_workers([(p.segments, d) for p, d in jobs], n_workers, cache)
+            rows = _decode_in_workers([(p.segments, d) for p, d in jobs], n_workers, cache, native)
         else:
-            rows = [decode_to_parquet(p.segments, d) for p, d in jobs]
+            rows = [decode_to_parquet(p.segments, d, native=native) for p, d in jobs]
         for (plan, dest), n in zip(jobs, rows, strict=True):
             if n != plan.records:
                 raise CorruptEventLog(

@@ -44,7 +44,10 @@ Data source options (none are Kafka settings; they are this reader's knobs):
 ``batchRows`` (default 16384), ``truncated`` (``marker`` | ``skip`` | ``error``),
 ``damaged`` (``error`` | ``skip``),
 ``protocols`` (comma list: only ``<run>/<protocol>/events``), ``plan`` (JSON
-from :func:`plan_files`, set by :func:`load_events`).
+from :func:`plan_files`, set by :func:`load_events`), ``native`` (``auto`` |
+``on`` | ``off``: the compiled decode of :mod:`analysis.native_decode`; ``auto``
+uses it for segments of :data:`analysis.native_decode.NATIVE_MIN_BYTES` or
+more, and :func:`load_events` chooses by the whole plan's size).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from crc32c import crc32c
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from analysis import native_decode
 from analysis.schema import SOURCE_FILE, arrow_schema, column_names, spark_schema
 from emulator.eventlog import CorruptEventLog
 from emulator.events import FIELDS
@@ -388,6 +392,9 @@ class RebalanceEventsReader(DataSourceReader):
         self.damaged = opts.get("damaged", "error")
         if self.damaged not in ("skip", "error"):
             raise ValueError(f"damaged option must be skip|error, not {self.damaged!r}")
+        self.native = opts.get("native", "auto")
+        if self.native not in ("auto", "on", "off"):
+            raise ValueError(f"native option must be auto|on|off, not {self.native!r}")
         protos = opts.get("protocols", "")
         self.protocols = [p for p in protos.split(",") if p] or None
         self.plan = opts.get("plan")
@@ -421,7 +428,12 @@ class RebalanceEventsReader(DataSourceReader):
         seg = partition.segment if isinstance(partition, SegmentPartition) else None
         if seg is None:
             seg = Segment(**partition.value)
-        yield from read_segment(seg, self.batch_rows)
+        native = (
+            native_decode.wanted(seg.end - seg.start)
+            if self.native == "auto"
+            else self.native == "on"
+        )
+        yield from read_segment(seg, self.batch_rows, native=native)
         if seg.truncated and self.truncated == "marker":
             yield _marker_batch(seg)
 
@@ -539,13 +551,19 @@ def _fast_block_columns(records: int, payload: bytes) -> list[Sequence[Any]] | N
     return [by_field[i] for i in positions]
 
 
-def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def read_segment(
+    seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS, *, native: bool = False
+) -> Iterator[pa.RecordBatch]:
     """Decode one segment's records into Arrow batches of the event schema
     (``batch_rows`` rows each, the last one fewer).
 
     Schema-2 blocks are decoded by msgspec straight into typed structs and
     transposed into columns; a block it refuses is decoded record by record,
-    which finds and names the fault.
+    which finds and names the fault. With ``native``, whole blocks of about
+    ``batch_rows`` records together are first given to the compiled decode
+    (:mod:`analysis.native_decode`), and each such batch holds whole blocks (at
+    least ``batch_rows`` rows, the last fewer); what it refuses is decoded as
+    above, so the rows and the errors are the same.
 
     Raises:
         CorruptEventLog: a record that is not an event map, has a key that is
@@ -596,19 +614,51 @@ def read_segment(seg: Segment, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator
             bad = sorted(str(k) for k in obj if k not in index)
             raise CorruptEventLog(seg.path, pos, f"unknown event field {bad[0]!r}") from None
 
+    def add_block(pos: int, records: int, payload: bytes) -> None:
+        cols = _fast_block_columns(records, payload)
+        if cols is None:
+            for obj in _block_records(seg, pos, records, payload):
+                add(pos, obj)
+        else:
+            for col, values in zip(pending, cols, strict=True):
+                col.extend(values)
+            offsets.extend([pos] * records)
+
     index = {n: i for i, n in enumerate(event_names)}
     with opened as f:
         f.seek(seg.start)
-        if seg.framed:
+        if seg.framed and native:
+            group: list[tuple[int, int, bytes]] = []
+            grouped = 0
+            blocks = _segment_blocks(seg, f)
+            while True:
+                block = next(blocks, None)
+                if block is not None:
+                    group.append(block)
+                    grouped += block[1]
+                    if grouped < batch_rows:
+                        continue
+                if not group:
+                    break
+                decoded = native_decode.decode_records(
+                    b"".join(g[2] for g in group), grouped, seg.rel
+                )
+                if decoded is not None:
+                    done += grouped
+                    yield decoded
+                else:  # the Python decode: the same rows, or the fault named
+                    for g in group:
+                        add_block(*g)
+                    while offsets:
+                        rows = min(batch_rows, len(offsets))
+                        done += rows
+                        yield batch(rows)
+                group, grouped = [], 0
+                if block is None:
+                    break
+        elif seg.framed:
             for pos, records, payload in _segment_blocks(seg, f):
-                cols = _fast_block_columns(records, payload)
-                if cols is None:
-                    for obj in _block_records(seg, pos, records, payload):
-                        add(pos, obj)
-                else:
-                    for col, values in zip(pending, cols, strict=True):
-                        col.extend(values)
-                    offsets.extend([pos] * records)
+                add_block(pos, records, payload)
                 while len(offsets) >= batch_rows:
                     done += batch_rows
                     yield batch(batch_rows)
@@ -895,7 +945,12 @@ def read_runs(
             for s in p.segments
         ]
         table = (
-            _reader(spark, json.dumps([asdict(s) for s in segments]), DEFAULT_BATCH_ROWS)
+            _reader(
+                spark,
+                json.dumps([asdict(s) for s in segments]),
+                DEFAULT_BATCH_ROWS,
+                sum(s.end - s.start for s in segments),
+            )
             .load(str(Path(run_dirs[0]).parent))
             .withColumn(RUN_COLUMN, F.substring_index(F.col(SOURCE_FILE), "/", 1))
             .withColumn(SOURCE_FILE, F.expr(f"substring({SOURCE_FILE}, length({RUN_COLUMN}) + 2)"))
@@ -944,14 +999,20 @@ def _loaded(
     df = (
         events
         if events is not None
-        else _reader(spark, _plan_to_json(plans), batch_rows).load(root)
+        else _reader(
+            spark,
+            _plan_to_json(plans),
+            batch_rows,
+            sum(s.end - s.start for p in plans for s in p.segments),
+        ).load(root)
     )
     return LoadedEvents(events=df, manifest=manifest, plan_s=plan_s, plans=list(plans))
 
 
-def _reader(spark: SparkSession, plan: str, batch_rows: int) -> Any:
+def _reader(spark: SparkSession, plan: str, batch_rows: int, total_bytes: int) -> Any:
     """The data source's reader of a plan: tails and damage skipped (the plans
-    list them), the event schema given."""
+    list them), the event schema given, the compiled decode chosen for the
+    plan's ``total_bytes`` (:func:`analysis.native_decode.wanted`)."""
     _ensure_registered(spark)
     return (
         spark.read.format(FORMAT)
@@ -960,6 +1021,7 @@ def _reader(spark: SparkSession, plan: str, batch_rows: int) -> Any:
         .option("truncated", "skip")
         .option("damaged", "skip")
         .option("batchRows", str(batch_rows))
+        .option("native", "on" if native_decode.wanted(total_bytes) else "off")
     )
 
 

@@ -25,8 +25,10 @@ What it measures, per size (millions of events):
    core, for one 64 MiB segment: record-by-record msgpack decoding alone, and
    with the column lists built (the path ``read_segment`` takes only for a
    block msgspec refuses), then ``read_segment`` itself (msgspec's block
-   decoding, columns and Arrow arrays); the rest of the Spark scan time is
-   Arrow transfer to the JVM and task overhead.
+   decoding, columns and Arrow arrays), and ``read_segment`` with the
+   compiled decode (:mod:`analysis.native_decode`; the scans above use it
+   when the run's logs reach its size threshold); the rest of the Spark scan
+   time is Arrow transfer to the JVM and task overhead.
 5b. **columnar**: :func:`analysis.datasource.load_events` with ``columnar``:
    the first read decodes every log into the run's columnar cache (decoding
    processes of its own) and scans it; the second finds it unchanged and scans it. Each
@@ -374,12 +376,22 @@ def where_time_goes(run: Path) -> dict[str, Any]:
         for _ in read_segment(seg):
             pass
 
+    def native() -> None:  # the compiled decode (analysis.native_decode)
+        for _ in read_segment(seg, native=True):
+            pass
+
     out: dict[str, Any] = {
         "file": biggest.name,
         "segment_records": seg.records,
         "segment_bytes": seg.end - seg.start,
     }
-    for name, fn in (("unpack", unpack_only), ("unpack+columns", to_lists), ("read_segment", full)):
+    steps = (
+        ("unpack", unpack_only),
+        ("unpack+columns", to_lists),
+        ("read_segment", full),
+        ("read_segment_native", native),
+    )
+    for name, fn in steps:
         fn()  # warm the page cache and the interpreter
         t0, c0 = time.perf_counter(), time.process_time()
         fn()

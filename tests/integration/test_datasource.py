@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import pytest
 
+from analysis import native_decode
 from analysis.datasource import (
     TRUNCATED_KIND,
     EventLogError,
@@ -195,9 +196,15 @@ def test_load_events_exact_counts(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("native", ["off", "on"])
 def test_rows_equal_the_reference_reader_with_small_segments(
-    spark: SparkSession, run_dir: tuple[Path, dict[str, Counter[str]]]
+    spark: SparkSession,
+    run_dir: tuple[Path, dict[str, Counter[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    native: str,
 ) -> None:
+    """``on``: Spark's Python workers decode with the compiled kernels."""
+    monkeypatch.setenv(native_decode.ENV, native)
     root, _ = run_dir
     le = load_events(spark, root, segment_bytes=2000, batch_rows=5)
     assert le.segments > 10

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import columnar
+from analysis import columnar, native_decode
 from analysis.columnar import CACHE_DIRNAME, CACHE_MANIFEST, cache_dir_for, refresh
 from analysis.datasource import FilePlan, Segment, find_logs, plan_files, read_segment
 from analysis.schema import SOURCE_FILE, column_names
@@ -235,10 +235,13 @@ def test_a_log_with_a_bad_record_is_named_and_not_cached(
     assert not list(cache.rglob(".*.tmp"))
 
 
+@pytest.mark.parametrize("native", ["off", "on"])
 def test_decoding_in_a_pool_of_processes_writes_the_same(
-    run: Path, monkeypatch: pytest.MonkeyPatch
+    run: Path, monkeypatch: pytest.MonkeyPatch, native: str
 ) -> None:
+    """``on``: the processes decode with the compiled kernels (analysis.native_decode)."""
     monkeypatch.setattr(columnar, "POOL_MIN_BYTES", 0)
+    monkeypatch.setenv(native_decode.ENV, native)
     plans = _plans(run)
     paths, report = refresh(run / CACHE_DIRNAME, run, plans, workers=2)
     assert report.workers == 2
