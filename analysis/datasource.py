@@ -570,6 +570,7 @@ def read_segment(
             not an event field or a value of the wrong type, or a file that no
             longer matches its plan; named by path and byte offset.
     """
+    native = native and native_decode.available()  # without numba: the Python decode
     schema = arrow_schema()
     names = column_names()
     event_names = names[:-1]

@@ -58,10 +58,14 @@ log = logging.getLogger(__name__)
 ENV: Final = "REBALANCE_EMU_NATIVE_DECODE"
 """``off``: never; ``on``: always; unset or ``auto``: reads of :data:`NATIVE_MIN_BYTES` or more."""
 
-NATIVE_MIN_BYTES: Final = 48 * 1024 * 1024
-"""Below this many bytes of logs a read keeps the Python decode: the compiled
-path costs each worker process ~0.7 s to start (numba's import and the
-cached kernels), which the faster decode repays after ~35 MB of logs."""
+NATIVE_MIN_BYTES: Final = 64 * 1024 * 1024
+"""Below this many bytes of logs a read keeps the Python decode. The compiled
+path costs each process that uses it ~0.7 s once (numba's import, 0.4 s, and
+loading the cached kernels, 0.3 s); it decodes a MB of logs ~19 ms faster
+(measured on ``bench_analysis.py``'s logs: 1.10 M against 190 k events per
+CPU second, ~4,400 events a MB), so it repays that after ~37 MB in one
+process: a read of this size on two workers about breaks even, and gains
+from there."""
 
 _LONG, _DOUBLE, _STRING, _BOOL = 0, 1, 2, 3
 _CODES: Final = {"long": _LONG, "double": _DOUBLE, "string": _STRING, "boolean": _BOOL}
