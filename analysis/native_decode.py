@@ -124,8 +124,18 @@ def _kernels() -> tuple[Any, Any] | None:
     except ImportError as exc:  # pragma: no cover - numba is a dependency
         log.warning("numba is not importable (%s): event blocks decode in Python", exc)
         return None
-    jit = numba.njit(cache=True, nogil=True)
-    return jit(_decode_kernel), jit(_gather_kernel)
+    return _compiled(numba, _decode_kernel), _compiled(numba, _gather_kernel)
+
+
+def _compiled(numba: Any, kernel: Any) -> Any:
+    """``kernel`` compiled by numba on its first call, its machine code cached
+    when numba finds a place for it (beside the source, the user-wide cache, a
+    zip's cache); else compiled in each process that uses it."""
+    try:
+        return numba.njit(cache=True, nogil=True)(kernel)
+    except RuntimeError as exc:  # "cannot cache function ...: no locator available"
+        log.info("numba cannot cache %s (%s): compiled in each process", kernel.__name__, exc)
+        return numba.njit(nogil=True)(kernel)
 
 
 def available() -> bool:

@@ -250,3 +250,26 @@ def test_random_events_read_the_same_both_ways(
         for records in blocks
     ]
     _same_both_ways(_log(tmp_path / "host-0.msgpack", framed), batch_rows)
+
+
+def test_kernels_that_numba_cannot_cache_are_compiled_uncached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No cache locator (a read-only install, say) must not break a read."""
+    import numba
+
+    real = numba.njit
+    asked: list[bool] = []
+
+    def njit(**options: Any) -> Any:
+        asked.append(bool(options.get("cache")))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function '_decode_kernel': no locator available")
+        return real(**options)
+
+    monkeypatch.setattr(numba, "njit", njit)
+    kernels = native_decode._kernels.__wrapped__()
+    assert kernels is not None
+    assert asked == [True, False, True, False]
+    decode, _gather = kernels
+    assert decode.py_func is native_decode._decode_kernel
