@@ -356,10 +356,6 @@ def plan_files(
     return plans
 
 
-def _plan_to_json(plans: Sequence[FilePlan]) -> str:
-    return json.dumps([asdict(s) for p in plans for s in p.segments])
-
-
 def _plan_from_json(text: str) -> list[Segment]:
     return [Segment(**d) for d in json.loads(text)]
 
@@ -946,12 +942,7 @@ def read_runs(
             for s in p.segments
         ]
         table = (
-            _reader(
-                spark,
-                json.dumps([asdict(s) for s in segments]),
-                DEFAULT_BATCH_ROWS,
-                sum(s.end - s.start for s in segments),
-            )
+            _reader(spark, segments, DEFAULT_BATCH_ROWS)
             .load(str(Path(run_dirs[0]).parent))
             .withColumn(RUN_COLUMN, F.substring_index(F.col(SOURCE_FILE), "/", 1))
             .withColumn(SOURCE_FILE, F.expr(f"substring({SOURCE_FILE}, length({RUN_COLUMN}) + 2)"))
@@ -1000,20 +991,17 @@ def _loaded(
     df = (
         events
         if events is not None
-        else _reader(
-            spark,
-            _plan_to_json(plans),
-            batch_rows,
-            sum(s.end - s.start for p in plans for s in p.segments),
-        ).load(root)
+        else _reader(spark, [s for p in plans for s in p.segments], batch_rows).load(root)
     )
     return LoadedEvents(events=df, manifest=manifest, plan_s=plan_s, plans=list(plans))
 
 
-def _reader(spark: SparkSession, plan: str, batch_rows: int, total_bytes: int) -> Any:
-    """The data source's reader of a plan: tails and damage skipped (the plans
-    list them), the event schema given, the compiled decode chosen for the
-    plan's ``total_bytes`` (:func:`analysis.native_decode.wanted`)."""
+def _reader(spark: SparkSession, segments: Sequence[Segment], batch_rows: int) -> Any:
+    """The data source's reader of planned segments: tails and damage skipped
+    (the plans list them), the event schema given, the compiled decode chosen
+    for their total size (:func:`analysis.native_decode.wanted`)."""
+    plan = json.dumps([asdict(s) for s in segments])
+    total_bytes = sum(s.end - s.start for s in segments)
     _ensure_registered(spark)
     return (
         spark.read.format(FORMAT)

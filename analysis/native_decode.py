@@ -20,7 +20,8 @@ strings valid UTF-8. Anything else makes :func:`decode_records` return
 reads them the same or names the fault. ``tests/unit/test_native_decode.py``
 holds the two paths to the same rows.
 
-numba compiles the kernels on their first use in a process (about 4 s) and
+The kernels are in :mod:`analysis._native_kernels`, imported only when a read
+uses them. numba compiles them on their first use in a process (about 4 s) and
 keeps the machine code in its cache (``__pycache__`` beside this file when it
 is writable, else numba's user-wide cache); a later process loads it in about
 0.3 s, plus 0.4 s to import numba. ``python -m analysis.native_decode``
@@ -120,22 +121,11 @@ def _layout() -> _Layout:
 def _kernels() -> tuple[Any, Any] | None:
     """The compiled ``(decode, gather)`` kernels, or ``None`` when numba is missing."""
     try:
-        import numba
+        from analysis import _native_kernels
     except ImportError as exc:  # pragma: no cover - numba is a dependency
         log.warning("numba is not importable (%s): event blocks decode in Python", exc)
         return None
-    return _compiled(numba, _decode_kernel), _compiled(numba, _gather_kernel)
-
-
-def _compiled(numba: Any, kernel: Any) -> Any:
-    """``kernel`` compiled by numba on its first call, its machine code cached
-    when numba finds a place for it (beside the source, the user-wide cache, a
-    zip's cache); else compiled in each process that uses it."""
-    try:
-        return numba.njit(cache=True, nogil=True)(kernel)
-    except RuntimeError as exc:  # "cannot cache function ...: no locator available"
-        log.info("numba cannot cache %s (%s): compiled in each process", kernel.__name__, exc)
-        return numba.njit(nogil=True)(kernel)
+    return _native_kernels.decode, _native_kernels.gather
 
 
 def available() -> bool:
@@ -196,229 +186,6 @@ def decode_records(payload: bytes, records: int, source_file: str) -> pa.RecordB
     except pa.ArrowInvalid:
         return None
     return batch
-
-
-# --------------------------------------------------------------------- kernels
-# Plain Python that numba compiles (``_kernels``); they also run uncompiled,
-# slowly, which the tests use to cover them line by line.
-
-
-def _decode_kernel(
-    buf: Any,
-    n: int,
-    keys: Any,
-    first: Any,
-    chain: Any,
-    types: Any,
-    slots: Any,
-    kind: int,
-    ints: Any,
-    dbls: Any,
-    bools: Any,
-    starts: Any,
-    lens: Any,
-    valid: Any,
-) -> int:
-    """Parse ``n`` msgpack maps from ``buf`` into the column buffers.
-
-    ``valid[f, i]``: 0 absent, 1 a value, 2 nil. Returns -1 when all ``n``
-    records were read and filled ``buf`` exactly, else the index of the record
-    it refused (``n``: bytes left over).
-    """
-    size = buf.shape[0]
-    scratch = np.empty(8, np.uint8)
-    as_f64 = scratch.view(np.float64)
-    as_f32 = scratch[:4].view(np.float32)
-    pos = np.int64(0)
-    for i in range(n):
-        if pos >= size:
-            return i
-        b = buf[pos]
-        if 0x80 <= b <= 0x8F:  # fixmap
-            entries = np.int64(b & 0x0F)
-            pos += 1
-        elif b == 0xDE:  # map 16
-            if pos + 3 > size:
-                return i
-            entries = (np.int64(buf[pos + 1]) << 8) | np.int64(buf[pos + 2])
-            pos += 3
-        elif b == 0xDF:  # map 32
-            if pos + 5 > size:
-                return i
-            entries = np.int64(0)
-            for k in range(4):
-                entries = (entries << 8) | np.int64(buf[pos + 1 + k])
-            pos += 5
-        else:
-            return i
-        for _ in range(entries):
-            if pos >= size:
-                return i
-            b = buf[pos]
-            if 0xA0 <= b <= 0xBF:  # fixstr key
-                klen = np.int64(b & 0x1F)
-                pos += 1
-            elif b == 0xD9:  # str 8 key
-                if pos + 2 > size:
-                    return i
-                klen = np.int64(buf[pos + 1])
-                pos += 2
-            else:
-                return i  # no event field name is longer, or not a string
-            if klen == 0 or klen >= first.shape[0] or pos + klen > size:
-                return i
-            f = first[klen, buf[pos]]
-            while f >= 0:
-                same = True
-                for k in range(1, klen):
-                    if keys[f, k] != buf[pos + k]:
-                        same = False
-                        break
-                if same:
-                    break
-                f = chain[f]
-            if f < 0:
-                return i  # not an event field
-            pos += klen
-            if valid[f, i] != 0 or pos >= size:
-                return i  # the key twice, or no value
-            t = buf[pos]
-            if t == 0xC0:  # nil
-                valid[f, i] = 2
-                pos += 1
-                continue
-            code = types[f]
-            slot = slots[f]
-            if code == 2:  # string
-                if 0xA0 <= t <= 0xBF:
-                    slen = np.int64(t & 0x1F)
-                    pos += 1
-                elif t == 0xD9:
-                    if pos + 2 > size:
-                        return i
-                    slen = np.int64(buf[pos + 1])
-                    pos += 2
-                elif t == 0xDA:
-                    if pos + 3 > size:
-                        return i
-                    slen = (np.int64(buf[pos + 1]) << 8) | np.int64(buf[pos + 2])
-                    pos += 3
-                elif t == 0xDB:
-                    if pos + 5 > size:
-                        return i
-                    slen = np.int64(0)
-                    for k in range(4):
-                        slen = (slen << 8) | np.int64(buf[pos + 1 + k])
-                    pos += 5
-                else:
-                    return i
-                if pos + slen > size:
-                    return i
-                starts[slot, i] = pos
-                lens[slot, i] = slen
-                pos += slen
-            elif code == 3:  # boolean
-                if t == 0xC2:
-                    bools[slot, i] = 0
-                elif t == 0xC3:
-                    bools[slot, i] = 1
-                else:
-                    return i
-                pos += 1
-            else:  # long or double
-                is_int = True
-                value = np.int64(0)
-                real = 0.0
-                if t <= 0x7F:  # positive fixint
-                    value = np.int64(t)
-                    pos += 1
-                elif t >= 0xE0:  # negative fixint
-                    value = np.int64(t) - 256
-                    pos += 1
-                elif t == 0xCC or t == 0xD0:  # uint 8, int 8
-                    if pos + 2 > size:
-                        return i
-                    value = np.int64(buf[pos + 1])
-                    if t == 0xD0 and value >= 128:
-                        value -= 256
-                    pos += 2
-                elif t == 0xCD or t == 0xD1:  # uint 16, int 16
-                    if pos + 3 > size:
-                        return i
-                    value = (np.int64(buf[pos + 1]) << 8) | np.int64(buf[pos + 2])
-                    if t == 0xD1 and value >= 32768:
-                        value -= 65536
-                    pos += 3
-                elif t == 0xCE or t == 0xD2:  # uint 32, int 32
-                    if pos + 5 > size:
-                        return i
-                    for k in range(4):
-                        value = (value << 8) | np.int64(buf[pos + 1 + k])
-                    if t == 0xD2 and value >= 2147483648:
-                        value -= 4294967296
-                    pos += 5
-                elif t == 0xCF or t == 0xD3:  # uint 64, int 64
-                    if pos + 9 > size:
-                        return i
-                    if t == 0xCF and buf[pos + 1] >= 0x80:
-                        return i  # above a long: the Python path names it
-                    for k in range(8):
-                        value = (value << 8) | np.int64(buf[pos + 1 + k])
-                    pos += 9
-                elif t == 0xCB:  # float 64, big-endian
-                    if pos + 9 > size:
-                        return i
-                    for k in range(8):
-                        scratch[7 - k] = buf[pos + 1 + k]
-                    real = as_f64[0]
-                    is_int = False
-                    pos += 9
-                elif t == 0xCA:  # float 32
-                    if pos + 5 > size:
-                        return i
-                    for k in range(4):
-                        scratch[3 - k] = buf[pos + 1 + k]
-                    real = np.float64(as_f32[0])
-                    is_int = False
-                    pos += 5
-                else:
-                    return i
-                if code == 0:
-                    if not is_int:
-                        return i
-                    ints[slot, i] = value
-                else:
-                    dbls[slot, i] = np.float64(value) if is_int else real
-            valid[f, i] = 1
-        if valid[kind, i] != 1:
-            return i
-    if pos != size:
-        return n
-    return -1
-
-
-def _gather_kernel(buf: Any, starts: Any, lens: Any, present: Any, offsets: Any) -> Any:
-    """Copy each string column's values out of ``buf`` into one data buffer,
-    column after column, and write each column's offsets into that buffer
-    (``offsets[s, 0]`` is where column ``s`` begins)."""
-    columns, n = starts.shape[0], starts.shape[1]
-    total = 0
-    for s in range(columns):
-        for i in range(n):
-            if present[s, i]:
-                total += lens[s, i]
-    data = np.empty(total, np.uint8)
-    p = 0
-    for s in range(columns):
-        for i in range(n):
-            offsets[s, i] = p
-            if present[s, i]:
-                st = starts[s, i]
-                for k in range(lens[s, i]):
-                    data[p + k] = buf[st + k]
-                p += lens[s, i]
-        offsets[s, n] = p
-    return data
 
 
 def main() -> int:
